@@ -1,0 +1,65 @@
+"""LangGraph Conversation: a LangGraph agent as a Home Assistant conversation agent."""
+
+from __future__ import annotations
+
+import logging
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from homeassistant.config_entries import ConfigEntry, ConfigEntryState
+from homeassistant.const import Platform
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers import config_validation as cv
+from homeassistant.helpers.typing import ConfigType
+
+# Importing the agent package sets LiteLLM's environment switches before LiteLLM loads.
+# Home Assistant imports this module in its executor, so these heavy imports stay off
+# the event loop.
+from .agent.model import ModelAccess, async_release_shared_clients, warm_up
+from .agent.runtime import AgentRuntime
+from .const import CONF_API_BASE, CONF_API_KEY, CONF_MODEL, DOMAIN
+
+_LOGGER = logging.getLogger(__name__)
+
+PLATFORMS: list[Platform] = [Platform.CONVERSATION]
+CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
+
+type LangGraphConfigEntry = ConfigEntry[AgentRuntime]
+
+
+async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
+    """Nothing to set up outside config entries."""
+    return True
+
+
+async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) -> bool:
+    """Build the runtime for one model access entry and its agents."""
+    access = ModelAccess(
+        model=entry.data[CONF_MODEL],
+        api_key=entry.data.get(CONF_API_KEY),
+        api_base=entry.data.get(CONF_API_BASE),
+    )
+    # LiteLLM imports provider modules on its first call; do that off the event loop.
+    await hass.async_add_executor_job(warm_up, access)
+    entry.runtime_data = AgentRuntime(access, InMemorySaver())
+    await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
+    entry.async_on_unload(entry.add_update_listener(_async_reload))
+    return True
+
+
+async def _async_reload(hass: HomeAssistant, entry: LangGraphConfigEntry) -> None:
+    """Agent (subentry) or access changes rebuild everything."""
+    await hass.config_entries.async_reload(entry.entry_id)
+
+
+async def async_unload_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) -> bool:
+    """Unload the agents; the last entry also closes LiteLLM's shared clients."""
+    if not await hass.config_entries.async_unload_platforms(entry, PLATFORMS):
+        return False
+    others_loaded = any(
+        other.entry_id != entry.entry_id and other.state is ConfigEntryState.LOADED
+        for other in hass.config_entries.async_entries(DOMAIN)
+    )
+    if not others_loaded:
+        await async_release_shared_clients()
+    return True

@@ -1,0 +1,25 @@
+"""The LangGraph agent. Knows nothing about Home Assistant entities.
+
+LiteLLM reads its environment switches at import time, and this package is imported
+before any module that imports LiteLLM, so the switches are set here: no network fetch of
+the model price map, no `.env` loading, no Anthropic beta-header fetch, and strict
+msgpack revival for checkpoints. `setdefault` keeps a user's explicit override.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
+os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
+os.environ.setdefault("LANGGRAPH_STRICT_MSGPACK", "true")
+
+import litellm
+
+litellm.suppress_debug_info = True
+litellm.telemetry = False
+# LiteLLM attaches its own stderr handlers; Home Assistant's logging is the only sink.
+for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+    logging.getLogger(_name).handlers.clear()

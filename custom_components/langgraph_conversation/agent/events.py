@@ -1,0 +1,46 @@
+"""What a running turn reports, in order, to whoever presents it (the ChatLog bridge)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class MessageStarted:
+    """The model started a new assistant message (one per model call)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of assistant text, as the model produced it."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call the model asked for."""
+
+    id: str
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallsRequested:
+    """The assistant message that just ended asks for these tool calls."""
+
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    """A tool call finished; `result` is what the model will read."""
+
+    call: ToolCall
+    result: Any
+    is_error: bool = False
+
+
+type AgentEvent = MessageStarted | TextDelta | ToolCallsRequested | ToolCallFinished

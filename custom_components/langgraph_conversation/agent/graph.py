@@ -1,0 +1,89 @@
+"""Agent graphs. The assistant: model node ⇄ tools node, until the model answers."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, AIMessageChunk, SystemMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+
+from .events import MessageStarted, TextDelta, ToolCallsRequested
+from .state import AgentState, TurnContext
+from .tool_calls import requested_calls, run_tool_calls
+
+MODEL_NODE = "model"
+TOOLS_NODE = "tools"
+
+
+def chunk_text(chunk: AIMessageChunk) -> str:
+    """The text of a streamed chunk (providers send a string or a list of blocks)."""
+    content = chunk.content
+    if isinstance(content, str):
+        return content
+    return "".join(
+        block.get("text", "")
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "text"
+    )
+
+
+async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Stream one model answer; every token goes out as it arrives."""
+    context = runtime.context
+    write = runtime.stream_writer
+    write(MessageStarted())
+    merged: AIMessageChunk | None = None
+    prompt = [SystemMessage(context.system_prompt), *state["messages"]]
+    async for chunk in context.model.astream(prompt):
+        if text := chunk_text(chunk):
+            write(TextDelta(text))
+        merged = chunk if merged is None else merged + chunk
+    if merged is None:
+        message = AIMessage(content="")
+    else:
+        message = AIMessage(
+            content=merged.content,
+            id=merged.id,
+            tool_calls=merged.tool_calls,
+            invalid_tool_calls=merged.invalid_tool_calls,
+            usage_metadata=merged.usage_metadata,
+            response_metadata=merged.response_metadata,
+        )
+    if calls := requested_calls(message):
+        write(ToolCallsRequested(calls))
+    return {"messages": [message]}
+
+
+async def call_tools(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Run the tool calls of the last assistant message, in parallel."""
+    message = state["messages"][-1]
+    assert isinstance(message, AIMessage)
+    results = await run_tool_calls(message, runtime.context.tools, runtime.stream_writer)
+    return {"messages": results}
+
+
+def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
+    """Tools if the last answer asked for any, otherwise the turn is over."""
+    messages = state["messages"]
+    if messages and isinstance(messages[-1], AIMessage) and requested_calls(messages[-1]):
+        return TOOLS_NODE
+    return END
+
+
+def build_assistant_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
+    """The ReAct tool loop, compiled once per runtime (never per turn)."""
+    graph = StateGraph(AgentState, context_schema=TurnContext)
+    graph.add_node(MODEL_NODE, call_model)
+    graph.add_node(TOOLS_NODE, call_tools)
+    graph.add_edge(START, MODEL_NODE)
+    graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, END])
+    graph.add_edge(TOOLS_NODE, MODEL_NODE)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def recursion_limit(max_tool_rounds: int) -> int:
+    """Graph steps for `max_tool_rounds` tool rounds plus the final answer."""
+    return 2 * max_tool_rounds + 1

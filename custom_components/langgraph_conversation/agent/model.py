@@ -1,0 +1,206 @@
+"""Chat models through LiteLLM: construction, warm-up, access checks, error mapping."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+import inspect
+import logging
+from typing import Any
+
+from langchain_litellm import ChatLiteLLM
+import litellm
+from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
+
+_LOGGER = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAccess:
+    """How to reach one model: a LiteLLM model string plus optional key and base URL."""
+
+    model: str
+    api_key: str | None = None
+    api_base: str | None = None
+
+    def litellm_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for LiteLLM calls (only the ones that are set)."""
+        kwargs: dict[str, Any] = {"model": self.model}
+        if self.api_key:
+            kwargs["api_key"] = self.api_key
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        return kwargs
+
+    def redact(self, text: str) -> str:
+        """Remove the API key from text that may reach a log or a user."""
+        if self.api_key:
+            text = text.replace(self.api_key, "**REDACTED**")
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """Generation settings of one agent."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    request_timeout: float = 60
+
+
+class ModelErrorKind(StrEnum):
+    """What went wrong with a model call, in terms a user can act on."""
+
+    AUTH = "auth"
+    MODEL_NOT_FOUND = "model_not_found"
+    RATE_LIMIT = "rate_limit"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    SERVER = "server"
+    BAD_REQUEST = "bad_request"
+    UNKNOWN = "unknown"
+
+
+class ModelError(Exception):
+    """A model call failed; `kind` says how, `detail` is safe to log (no secrets)."""
+
+    def __init__(self, kind: ModelErrorKind, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+# Most specific first: LiteLLM's exception classes inherit from each other
+# (e.g. Timeout and ServiceUnavailableError both derive from APIConnectionError or
+# APIError depending on the provider path).
+_ERROR_KINDS: tuple[tuple[type[BaseException], ModelErrorKind], ...] = (
+    (litellm.AuthenticationError, ModelErrorKind.AUTH),
+    (litellm.PermissionDeniedError, ModelErrorKind.AUTH),
+    (litellm.NotFoundError, ModelErrorKind.MODEL_NOT_FOUND),
+    (litellm.RateLimitError, ModelErrorKind.RATE_LIMIT),
+    (litellm.Timeout, ModelErrorKind.TIMEOUT),
+    (litellm.ContextWindowExceededError, ModelErrorKind.BAD_REQUEST),
+    (litellm.BadRequestError, ModelErrorKind.BAD_REQUEST),
+    (litellm.ServiceUnavailableError, ModelErrorKind.SERVER),
+    (litellm.InternalServerError, ModelErrorKind.SERVER),
+    (litellm.APIConnectionError, ModelErrorKind.CONNECTION),
+    (TimeoutError, ModelErrorKind.TIMEOUT),
+    (ConnectionError, ModelErrorKind.CONNECTION),
+)
+
+
+def _kind_from_status(status: int) -> ModelErrorKind | None:
+    if status in (401, 403):
+        return ModelErrorKind.AUTH
+    if status == 404:
+        return ModelErrorKind.MODEL_NOT_FOUND
+    if status == 408:
+        return ModelErrorKind.TIMEOUT
+    if status == 429:
+        return ModelErrorKind.RATE_LIMIT
+    if status >= 500:
+        return ModelErrorKind.SERVER
+    if status == 400:
+        return ModelErrorKind.BAD_REQUEST
+    return None
+
+
+def classify_error(err: BaseException) -> ModelErrorKind:
+    """Map an exception raised by a LiteLLM call to a ModelErrorKind.
+
+    The HTTP status wins over the exception class: for OpenAI-compatible servers
+    LiteLLM 1.83 raises BadRequestError for any status it does not map itself, with the
+    real status in `status_code`.
+    """
+    status = getattr(err, "status_code", None)
+    if isinstance(status, int) and status >= 400:
+        return _kind_from_status(status) or ModelErrorKind.UNKNOWN
+    for exc_type, kind in _ERROR_KINDS:
+        if isinstance(err, exc_type):
+            return kind
+    return ModelErrorKind.UNKNOWN
+
+
+def to_model_error(err: BaseException, access: ModelAccess) -> ModelError:
+    """Wrap any exception from a model call, with secrets removed from the detail."""
+    if isinstance(err, ModelError):
+        return err
+    detail = access.redact(f"{type(err).__name__}: {err}")
+    return ModelError(classify_error(err), detail[:500])
+
+
+def build_chat_model(access: ModelAccess, settings: ModelSettings) -> ChatLiteLLM:
+    """Create the LangChain chat model for one agent (done once per configuration)."""
+    extra: dict[str, Any] = {}
+    if settings.temperature is not None:
+        extra["temperature"] = settings.temperature
+    if settings.max_tokens is not None:
+        extra["max_tokens"] = settings.max_tokens
+    return ChatLiteLLM(
+        model=access.model,
+        api_key=access.api_key,
+        api_base=access.api_base,
+        request_timeout=settings.request_timeout,
+        streaming=True,
+        # Retries are the runtime's decision, not a hidden loop inside the client.
+        max_retries=0,
+        **extra,
+    )
+
+
+def warm_up(access: ModelAccess) -> None:
+    """Run LiteLLM's first-call lazy imports once, off the event loop.
+
+    The first real request would otherwise import the provider's transformation modules
+    and set up the tokenizer on the event loop, which Home Assistant reports as blocking.
+    A mock response exercises the same code paths without any network traffic.
+    """
+    stream = litellm.completion(
+        model=access.model,
+        messages=[{"role": "user", "content": "hi"}],
+        mock_response="ok",
+        stream=True,
+    )
+    for _chunk in stream:
+        pass
+    litellm.token_counter(model="gpt-4o", text="warm up")
+    # The error path imports litellm.utils helpers lazily; take that hit here too.
+    classify_error(litellm.APIConnectionError(message="warm-up", llm_provider="", model=""))
+
+
+async def async_check_access(access: ModelAccess, timeout: float) -> None:
+    """Make one minimal real request; raise ModelError if the model is unreachable."""
+    try:
+        await litellm.acompletion(
+            **access.litellm_kwargs(),
+            messages=[{"role": "user", "content": "Reply with OK."}],
+            max_tokens=5,
+            timeout=timeout,
+            num_retries=0,
+        )
+    except Exception as err:  # noqa: BLE001  every failure becomes a typed ModelError
+        raise to_model_error(err, access) from None
+
+
+async def async_release_shared_clients() -> None:
+    """Close what LiteLLM keeps open on the event loop between calls.
+
+    LiteLLM caches its HTTP clients (aiohttp sessions with keep-alive timers) and runs a
+    logging worker task in module globals, bound to the loop that first used them. When
+    the last entry unloads, nothing of ours may stay behind on Home Assistant's loop, and
+    a closed client must not be handed out again, so the cache is emptied too.
+    """
+    await GLOBAL_LOGGING_WORKER.stop()
+    await close_litellm_async_clients()
+    # LiteLLM's helper above skips SDK clients (AsyncOpenAI and friends), whose aiohttp
+    # sessions would otherwise be dropped unclosed by the flush below.
+    cached = getattr(litellm.in_memory_llm_clients_cache, "cache_dict", {})
+    for client in list(cached.values()):
+        close = getattr(client, "close", None)
+        if inspect.iscoroutinefunction(close):
+            try:
+                await close()
+            except Exception as err:  # noqa: BLE001  closing is best effort, never fatal
+                _LOGGER.debug("Closing a LiteLLM client failed: %s", err)
+    litellm.in_memory_llm_clients_cache.flush_cache()

@@ -1,0 +1,130 @@
+"""The runtime: compiled graphs, cached models, per-thread locks, run_turn → events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+import logging
+from typing import Any
+import weakref
+
+from langchain_core.messages import HumanMessage, RemoveMessage
+from langchain_core.tools import BaseTool
+from langchain_litellm import ChatLiteLLM
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import GraphRecursionError
+
+from .events import AgentEvent
+from .graph import MODEL_NODE, build_assistant_graph, recursion_limit
+from .model import (
+    ModelAccess,
+    ModelError,
+    ModelSettings,
+    build_chat_model,
+    to_model_error,
+)
+from .state import TurnContext
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class TurnError(Exception):
+    """A turn could not finish. `kind` is a ModelErrorKind value or "tool_rounds"."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One user message to one thread, with everything the graph needs for it."""
+
+    thread_id: str
+    text: str
+    system_prompt: str
+    settings: ModelSettings
+    tools: list[BaseTool]
+    max_tool_rounds: int
+
+
+class AgentRuntime:
+    """Owns what lives as long as a config entry: graph, models, checkpointer."""
+
+    def __init__(self, access: ModelAccess, checkpointer: BaseCheckpointSaver) -> None:
+        self.access = access
+        self.checkpointer = checkpointer
+        self._graph = build_assistant_graph(checkpointer)
+        self._models: dict[ModelSettings, ChatLiteLLM] = {}
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def chat_model(self, settings: ModelSettings) -> ChatLiteLLM:
+        """One client per distinct settings, reused by every turn."""
+        model = self._models.get(settings)
+        if model is None:
+            model = self._models[settings] = build_chat_model(self.access, settings)
+        return model
+
+    def _lock(self, thread_id: str) -> asyncio.Lock:
+        lock = self._locks.get(thread_id)
+        if lock is None:
+            lock = self._locks[thread_id] = asyncio.Lock()
+        return lock
+
+    async def messages(self, thread_id: str) -> list[Any]:
+        """The messages a thread holds now (the model's view of the conversation)."""
+        state = await self._graph.aget_state({"configurable": {"thread_id": thread_id}})
+        return list(state.values.get("messages", []))
+
+    async def run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
+        """Run one turn, yielding events as they happen.
+
+        Turns on one thread run one at a time. A turn that fails is removed from the
+        thread again, so the next turn starts from a consistent history; the failure is
+        raised as TurnError.
+        """
+        config: dict[str, Any] = {
+            "configurable": {"thread_id": turn.thread_id},
+            "recursion_limit": recursion_limit(turn.max_tool_rounds),
+        }
+        context = TurnContext.create(turn.system_prompt, self.chat_model(turn.settings), turn.tools)
+        async with self._lock(turn.thread_id):
+            before = {message.id for message in await self.messages(turn.thread_id)}
+            try:
+                async for event in self._graph.astream(
+                    {"messages": [HumanMessage(turn.text)]},
+                    config,
+                    context=context,
+                    stream_mode="custom",
+                ):
+                    yield event
+            except BaseException as err:
+                await self._forget_turn(config, before)
+                if isinstance(err, GraphRecursionError):
+                    raise TurnError(
+                        "tool_rounds", f"more than {turn.max_tool_rounds} tool rounds"
+                    ) from None
+                if isinstance(err, Exception) and not isinstance(err, TurnError):
+                    error: ModelError = to_model_error(err, self.access)
+                    raise TurnError(error.kind.value, error.detail) from None
+                raise
+
+    async def _forget_turn(self, config: dict[str, Any], before: set[str | None]) -> None:
+        """Remove what a failed turn added, so the thread holds only whole turns."""
+        thread_only = {"configurable": config["configurable"]}
+        try:
+            added = [
+                m
+                for m in await self.messages(config["configurable"]["thread_id"])
+                if m.id not in before
+            ]
+            if added:
+                await self._graph.aupdate_state(
+                    thread_only,
+                    {"messages": [RemoveMessage(id=m.id) for m in added]},
+                    as_node=MODEL_NODE,
+                )
+        except Exception:
+            _LOGGER.exception("Could not remove a failed turn from its thread")

@@ -1,0 +1,108 @@
+"""Running the tool calls of one assistant message.
+
+Every call ends in a ToolMessage, also when the tool does not exist, the arguments are
+not JSON or the tool fails: the model reads the error and can correct itself, and the
+thread never holds a tool call without its answer (providers reject such a history).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+import json
+import logging
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import BaseTool
+
+from .events import ToolCall, ToolCallFinished
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class ToolFailure(Exception):
+    """Raised by a tool to hand the model a structured error instead of a result."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data.get("error_text") or data.get("error") or "tool failed")
+        self.data = data
+
+
+def requested_calls(message: AIMessage) -> tuple[ToolCall, ...]:
+    """The calls of a message, valid ones and those whose arguments did not parse."""
+    calls = [ToolCall(c["id"] or "", c["name"], dict(c["args"])) for c in message.tool_calls]
+    calls += [
+        ToolCall(c.get("id") or "", c.get("name") or "", {}) for c in message.invalid_tool_calls
+    ]
+    return tuple(calls)
+
+
+def _error(kind: str, text: str) -> dict[str, Any]:
+    return {"error": kind, "error_text": text}
+
+
+async def _run_one(
+    call: ToolCall, invalid_args: str | None, tools: Mapping[str, BaseTool]
+) -> ToolCallFinished:
+    tool = tools.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "none"
+        return ToolCallFinished(
+            call,
+            _error(
+                "unknown_tool", f"There is no tool named '{call.name}'. Available tools: {known}."
+            ),
+            is_error=True,
+        )
+    if invalid_args is not None:
+        return ToolCallFinished(
+            call,
+            _error(
+                "invalid_arguments",
+                f"The arguments for '{call.name}' were not valid JSON: {invalid_args[:200]}",
+            ),
+            is_error=True,
+        )
+    try:
+        result = await tool.ainvoke(call.args)
+    except ToolFailure as err:
+        return ToolCallFinished(call, err.data, is_error=True)
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:  # noqa: BLE001  a failing tool must not end the turn
+        _LOGGER.warning("Tool %s failed: %s", call.name, err)
+        return ToolCallFinished(call, _error(type(err).__name__, str(err)), is_error=True)
+    return ToolCallFinished(call, result)
+
+
+def _content(result: Any) -> str:
+    if isinstance(result, str):
+        return result
+    return json.dumps(result, ensure_ascii=False, default=str)
+
+
+async def run_tool_calls(
+    message: AIMessage,
+    tools: Mapping[str, BaseTool],
+    report: Callable[[ToolCallFinished], None],
+) -> list[ToolMessage]:
+    """Run all calls of `message` concurrently; report each as it finishes."""
+    invalid = {c.get("id") or "": c.get("args") or "" for c in message.invalid_tool_calls}
+    calls = requested_calls(message)
+
+    async def run_and_report(call: ToolCall) -> ToolCallFinished:
+        finished = await _run_one(call, invalid.get(call.id) if call.id in invalid else None, tools)
+        report(finished)
+        return finished
+
+    results = await asyncio.gather(*(run_and_report(call) for call in calls))
+    return [
+        ToolMessage(
+            content=_content(done.result),
+            tool_call_id=done.call.id,
+            name=done.call.name,
+            status="error" if done.is_error else "success",
+        )
+        for done in results
+    ]

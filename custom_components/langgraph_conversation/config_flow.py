@@ -1,0 +1,263 @@
+"""Config flow: model access (entry), and the agents that use it (subentries)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+import logging
+from typing import Any
+
+import voluptuous as vol
+
+from homeassistant.config_entries import (
+    ConfigEntry,
+    ConfigEntryState,
+    ConfigFlow,
+    ConfigFlowResult,
+    ConfigSubentryFlow,
+    SubentryFlowResult,
+)
+from homeassistant.core import HomeAssistant, callback
+from homeassistant.helpers import llm
+from homeassistant.helpers.selector import (
+    NumberSelector,
+    NumberSelectorConfig,
+    NumberSelectorMode,
+    SelectOptionDict,
+    SelectSelector,
+    SelectSelectorConfig,
+    TemplateSelector,
+    TextSelector,
+    TextSelectorConfig,
+    TextSelectorType,
+)
+
+from .agent.model import ModelAccess, ModelError, ModelErrorKind, async_check_access
+from .const import (
+    CONF_API_BASE,
+    CONF_API_KEY,
+    CONF_LLM_HASS_API,
+    CONF_MAX_TOKENS,
+    CONF_MAX_TOOL_ROUNDS,
+    CONF_MODEL,
+    CONF_PROMPT,
+    CONF_REQUEST_TIMEOUT,
+    CONF_TEMPERATURE,
+    DEFAULT_CONVERSATION_NAME,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MAX_TOOL_ROUNDS,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TEMPERATURE,
+    DOMAIN,
+    SUBENTRY_CONVERSATION,
+    VALIDATION_TIMEOUT,
+)
+
+_LOGGER = logging.getLogger(__name__)
+
+# Flow error keys (translated in strings.json) per kind of failed validation request.
+_FLOW_ERRORS: dict[ModelErrorKind, str] = {
+    ModelErrorKind.AUTH: "invalid_auth",
+    ModelErrorKind.MODEL_NOT_FOUND: "model_not_found",
+    ModelErrorKind.BAD_REQUEST: "model_not_found",
+    ModelErrorKind.CONNECTION: "cannot_connect",
+    ModelErrorKind.TIMEOUT: "cannot_connect",
+    ModelErrorKind.SERVER: "cannot_connect",
+    ModelErrorKind.RATE_LIMIT: "rate_limited",
+}
+
+ACCESS_SCHEMA = vol.Schema(
+    {
+        vol.Required(CONF_MODEL): TextSelector(),
+        vol.Optional(CONF_API_KEY): TextSelector(
+            TextSelectorConfig(type=TextSelectorType.PASSWORD)
+        ),
+        vol.Optional(CONF_API_BASE): TextSelector(TextSelectorConfig(type=TextSelectorType.URL)),
+    }
+)
+
+DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
+    CONF_LLM_HASS_API: [llm.LLM_API_ASSIST],
+    CONF_PROMPT: llm.DEFAULT_INSTRUCTIONS_PROMPT,
+    CONF_TEMPERATURE: DEFAULT_TEMPERATURE,
+    CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
+    CONF_MAX_TOOL_ROUNDS: DEFAULT_MAX_TOOL_ROUNDS,
+    CONF_REQUEST_TIMEOUT: DEFAULT_REQUEST_TIMEOUT,
+}
+
+
+def _clean_access(user_input: Mapping[str, Any]) -> dict[str, Any]:
+    """Trimmed entry data without empty optional fields."""
+    data = {CONF_MODEL: user_input[CONF_MODEL].strip()}
+    for key in (CONF_API_KEY, CONF_API_BASE):
+        if value := (user_input.get(key) or "").strip():
+            data[key] = value
+    return data
+
+
+async def _validation_error(data: Mapping[str, Any]) -> str | None:
+    """Make the one real request; the flow error key, or None when it worked."""
+    access = ModelAccess(data[CONF_MODEL], data.get(CONF_API_KEY), data.get(CONF_API_BASE))
+    try:
+        await async_check_access(access, VALIDATION_TIMEOUT)
+    except ModelError as err:
+        _LOGGER.info("Could not reach %s: %s", access.model, err.detail)
+        return _FLOW_ERRORS.get(err.kind, "unknown")
+    return None
+
+
+class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
+    """Step "Model access": which LiteLLM model, with which key and base URL."""
+
+    VERSION = 1
+    MINOR_VERSION = 1
+
+    async def async_step_user(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
+        """Ask for the model and check it answers."""
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            data = _clean_access(user_input)
+            if self._is_duplicate(data):
+                return self.async_abort(reason="already_configured")
+            if not (error := await _validation_error(data)):
+                return self.async_create_entry(
+                    title=data[CONF_MODEL],
+                    data=data,
+                    subentries=[
+                        {
+                            "subentry_type": SUBENTRY_CONVERSATION,
+                            "data": DEFAULT_AGENT_OPTIONS,
+                            "title": DEFAULT_CONVERSATION_NAME,
+                            "unique_id": None,
+                        }
+                    ],
+                )
+            errors["base"] = error
+        return self.async_show_form(
+            step_id="user",
+            data_schema=self.add_suggested_values_to_schema(ACCESS_SCHEMA, user_input),
+            errors=errors,
+        )
+
+    def _is_duplicate(self, data: Mapping[str, Any]) -> bool:
+        """Same model at the same base URL (a missing base equals a missing base)."""
+        key = (data[CONF_MODEL], data.get(CONF_API_BASE))
+        return any(
+            (entry.data.get(CONF_MODEL), entry.data.get(CONF_API_BASE)) == key
+            for entry in self._async_current_entries(include_ignore=False)
+        )
+
+    async def async_step_reauth(self, entry_data: Mapping[str, Any]) -> ConfigFlowResult:
+        """The model refused the key; ask for a new one."""
+        return await self.async_step_reauth_confirm()
+
+    async def async_step_reauth_confirm(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Check the new key against the same model, then reload the entry."""
+        entry = self._get_reauth_entry()
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            data = {**entry.data, CONF_API_KEY: (user_input.get(CONF_API_KEY) or "").strip()}
+            if not data[CONF_API_KEY]:
+                data.pop(CONF_API_KEY)
+            if not (error := await _validation_error(data)):
+                return self.async_update_reload_and_abort(entry, data=data)
+            errors["base"] = error
+        return self.async_show_form(
+            step_id="reauth_confirm",
+            data_schema=vol.Schema(
+                {
+                    vol.Optional(CONF_API_KEY): TextSelector(
+                        TextSelectorConfig(type=TextSelectorType.PASSWORD)
+                    )
+                }
+            ),
+            description_placeholders={"model": entry.data[CONF_MODEL]},
+            errors=errors,
+        )
+
+    @classmethod
+    @callback
+    def async_get_supported_subentry_types(
+        cls, config_entry: ConfigEntry
+    ) -> dict[str, type[ConfigSubentryFlow]]:
+        """Agents are subentries of the model access entry."""
+        return {SUBENTRY_CONVERSATION: AgentSubentryFlow}
+
+
+def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
+    apis = [SelectOptionDict(label=api.name, value=api.id) for api in llm.async_get_apis(hass)]
+    fields: dict[Any, Any] = {}
+    if is_new:
+        fields[vol.Required("name", default=DEFAULT_CONVERSATION_NAME)] = TextSelector()
+    fields.update(
+        {
+            vol.Optional(CONF_PROMPT): TemplateSelector(),
+            vol.Optional(CONF_LLM_HASS_API): SelectSelector(
+                SelectSelectorConfig(options=apis, multiple=True)
+            ),
+            vol.Optional(CONF_TEMPERATURE, default=DEFAULT_TEMPERATURE): NumberSelector(
+                NumberSelectorConfig(min=0, max=2, step=0.05, mode=NumberSelectorMode.SLIDER)
+            ),
+            vol.Optional(CONF_MAX_TOKENS, default=DEFAULT_MAX_TOKENS): NumberSelector(
+                NumberSelectorConfig(min=16, max=65536, step=1, mode=NumberSelectorMode.BOX)
+            ),
+            vol.Optional(CONF_MAX_TOOL_ROUNDS, default=DEFAULT_MAX_TOOL_ROUNDS): NumberSelector(
+                NumberSelectorConfig(min=1, max=30, step=1, mode=NumberSelectorMode.BOX)
+            ),
+            vol.Optional(CONF_REQUEST_TIMEOUT, default=DEFAULT_REQUEST_TIMEOUT): NumberSelector(
+                NumberSelectorConfig(
+                    min=5, max=600, step=1, unit_of_measurement="s", mode=NumberSelectorMode.BOX
+                )
+            ),
+        }
+    )
+    return vol.Schema(fields)
+
+
+def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str, Any]:
+    """Stored options: whole numbers as ints, only API ids that still exist."""
+    options = {k: v for k, v in user_input.items() if k != "name"}
+    known = {api.id for api in llm.async_get_apis(hass)}
+    if apis := [api for api in options.get(CONF_LLM_HASS_API) or [] if api in known]:
+        options[CONF_LLM_HASS_API] = apis
+    else:
+        options.pop(CONF_LLM_HASS_API, None)
+    for key in (CONF_MAX_TOKENS, CONF_MAX_TOOL_ROUNDS, CONF_REQUEST_TIMEOUT):
+        if key in options:
+            options[key] = int(options[key])
+    return options
+
+
+class AgentSubentryFlow(ConfigSubentryFlow):
+    """Create or reconfigure one conversation agent."""
+
+    async def async_step_user(self, user_input: dict[str, Any] | None = None) -> SubentryFlowResult:
+        """A new agent."""
+        return await self._async_step_options(user_input, is_new=True)
+
+    async def async_step_reconfigure(
+        self, user_input: dict[str, Any] | None = None
+    ) -> SubentryFlowResult:
+        """Change an existing agent."""
+        return await self._async_step_options(user_input, is_new=False)
+
+    async def _async_step_options(
+        self, user_input: dict[str, Any] | None, *, is_new: bool
+    ) -> SubentryFlowResult:
+        if self._get_entry().state != ConfigEntryState.LOADED:
+            return self.async_abort(reason="entry_not_loaded")
+        if user_input is not None:
+            options = _agent_options(self.hass, user_input)
+            if is_new:
+                return self.async_create_entry(title=user_input["name"], data=options)
+            return self.async_update_and_abort(
+                self._get_entry(), self._get_reconfigure_subentry(), data=options
+            )
+        suggested = DEFAULT_AGENT_OPTIONS if is_new else dict(self._get_reconfigure_subentry().data)
+        return self.async_show_form(
+            step_id="user" if is_new else "reconfigure",
+            data_schema=self.add_suggested_values_to_schema(
+                _agent_schema(self.hass, is_new), suggested
+            ),
+        )

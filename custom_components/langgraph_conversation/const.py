@@ -1,0 +1,31 @@
+"""Constants for LangGraph Conversation: keys and defaults, nothing else."""
+
+from __future__ import annotations
+
+from typing import Final
+
+DOMAIN: Final = "langgraph_conversation"
+
+# Config entry data: how to reach the model (step "Model access").
+CONF_MODEL: Final = "model"
+CONF_API_KEY: Final = "api_key"
+CONF_API_BASE: Final = "api_base"
+
+# Conversation agent (subentry) options.
+CONF_PROMPT: Final = "prompt"
+CONF_LLM_HASS_API: Final = "llm_hass_api"
+CONF_TEMPERATURE: Final = "temperature"
+CONF_MAX_TOKENS: Final = "max_tokens"
+CONF_MAX_TOOL_ROUNDS: Final = "max_tool_rounds"
+CONF_REQUEST_TIMEOUT: Final = "request_timeout"
+
+SUBENTRY_CONVERSATION: Final = "conversation"
+
+DEFAULT_CONVERSATION_NAME: Final = "LangGraph Conversation"
+DEFAULT_TEMPERATURE: Final = 0.7
+DEFAULT_MAX_TOKENS: Final = 1024
+DEFAULT_MAX_TOOL_ROUNDS: Final = 8
+DEFAULT_REQUEST_TIMEOUT: Final = 60
+
+# Seconds the config flow waits for its one validation request.
+VALIDATION_TIMEOUT: Final = 30

@@ -1,0 +1,177 @@
+"""The conversation entity: Home Assistant's ChatLog ⇄ the agent runtime (a thin adapter)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+import logging
+from typing import Any, Literal
+
+from homeassistant.components import conversation
+from homeassistant.config_entries import ConfigEntry, ConfigSubentry
+from homeassistant.const import MATCH_ALL
+from homeassistant.core import HomeAssistant
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers import device_registry as dr, llm
+from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
+
+from .agent.events import (
+    AgentEvent,
+    MessageStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallsRequested,
+)
+from .agent.model import ModelErrorKind, ModelSettings
+from .agent.runtime import Turn, TurnError
+from .const import (
+    CONF_LLM_HASS_API,
+    CONF_MAX_TOKENS,
+    CONF_MAX_TOOL_ROUNDS,
+    CONF_PROMPT,
+    CONF_REQUEST_TIMEOUT,
+    CONF_TEMPERATURE,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MAX_TOOL_ROUNDS,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TEMPERATURE,
+    DOMAIN,
+    SUBENTRY_CONVERSATION,
+)
+from .tools.ha_llm_api import tools_from_llm_api
+
+_LOGGER = logging.getLogger(__name__)
+
+# The entity only awaits the runtime; Home Assistant may call it concurrently.
+PARALLEL_UPDATES = 0
+
+
+async def async_setup_entry(
+    hass: HomeAssistant,
+    entry: ConfigEntry,
+    async_add_entities: AddConfigEntryEntitiesCallback,
+) -> None:
+    """One conversation entity per agent subentry."""
+    for subentry in entry.subentries.values():
+        if subentry.subentry_type != SUBENTRY_CONVERSATION:
+            continue
+        async_add_entities(
+            [LangGraphConversationEntity(entry, subentry)],
+            config_subentry_id=subentry.subentry_id,
+        )
+
+
+def tool_result_delta(done: ToolCallFinished) -> dict[str, Any]:
+    """A ChatLog tool-result delta on every Home Assistant version.
+
+    2026.10+ reads a typed `llm.ToolResult` under "result" (and reports the plain
+    "tool_result" key as deprecated); 2026.2 knows only "tool_result".
+    """
+    data = done.result if isinstance(done.result, dict) else {"result": done.result}
+    delta: dict[str, Any] = {
+        "role": "tool_result",
+        "tool_call_id": done.call.id,
+        "tool_name": done.call.name,
+    }
+    if hasattr(llm, "ToolResult"):
+        delta["result"] = llm.ToolResult(data=data, error=done.is_error)
+    else:
+        delta["tool_result"] = data
+    return delta
+
+
+async def chat_log_deltas(events: AsyncIterator[AgentEvent]) -> AsyncIterator[dict[str, Any]]:
+    """Translate agent events into ChatLog deltas, as they happen."""
+    async for event in events:
+        match event:
+            case MessageStarted():
+                yield {"role": "assistant"}
+            case TextDelta(text=text):
+                yield {"content": text}
+            case ToolCallsRequested(calls=calls):
+                # External: LangGraph already runs these; the ChatLog only records them.
+                yield {
+                    "tool_calls": [
+                        llm.ToolInput(
+                            tool_name=call.name, tool_args=call.args, id=call.id, external=True
+                        )
+                        for call in calls
+                    ]
+                }
+            case ToolCallFinished():
+                yield tool_result_delta(event)
+
+
+class LangGraphConversationEntity(conversation.ConversationEntity):
+    """A conversation agent backed by a LangGraph graph."""
+
+    _attr_has_entity_name = True
+    _attr_name = None
+    _attr_supports_streaming = True
+
+    def __init__(self, entry: ConfigEntry, subentry: ConfigSubentry) -> None:
+        """Bind the entity to its agent subentry."""
+        self.entry = entry
+        self.subentry = subentry
+        self._attr_unique_id = subentry.subentry_id
+        self._attr_device_info = dr.DeviceInfo(
+            identifiers={(DOMAIN, subentry.subentry_id)},
+            name=subentry.title,
+            manufacturer="LangGraph Conversation",
+            model=entry.data.get("model"),
+            entry_type=dr.DeviceEntryType.SERVICE,
+        )
+        if subentry.data.get(CONF_LLM_HASS_API):
+            self._attr_supported_features = conversation.ConversationEntityFeature.CONTROL
+
+    @property
+    def supported_languages(self) -> list[str] | Literal["*"]:
+        """Any language the model speaks."""
+        return MATCH_ALL
+
+    def _settings(self) -> ModelSettings:
+        options = self.subentry.data
+        return ModelSettings(
+            temperature=options.get(CONF_TEMPERATURE, DEFAULT_TEMPERATURE),
+            max_tokens=options.get(CONF_MAX_TOKENS, DEFAULT_MAX_TOKENS),
+            request_timeout=options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT),
+        )
+
+    async def _async_handle_message(
+        self,
+        user_input: conversation.ConversationInput,
+        chat_log: conversation.ChatLog,
+    ) -> conversation.ConversationResult:
+        """Run one turn of the agent and stream it into the ChatLog."""
+        options = self.subentry.data
+        try:
+            await chat_log.async_provide_llm_data(
+                user_input.as_llm_context(DOMAIN),
+                options.get(CONF_LLM_HASS_API),
+                options.get(CONF_PROMPT),
+                user_input.extra_system_prompt,
+            )
+        except conversation.ConverseError as err:
+            return err.as_conversation_result()
+
+        turn = Turn(
+            thread_id=f"{self.subentry.subentry_id}:{chat_log.conversation_id}",
+            text=user_input.text,
+            system_prompt=chat_log.content[0].content,
+            settings=self._settings(),
+            tools=tools_from_llm_api(chat_log.llm_api),
+            max_tool_rounds=options.get(CONF_MAX_TOOL_ROUNDS, DEFAULT_MAX_TOOL_ROUNDS),
+        )
+        runtime = self.entry.runtime_data
+        try:
+            async for _content in chat_log.async_add_delta_content_stream(
+                self.entity_id, chat_log_deltas(runtime.run_turn(turn))
+            ):
+                pass
+        except TurnError as err:
+            _LOGGER.warning("%s could not answer (%s): %s", self.entity_id, err.kind, err.detail)
+            if err.kind == ModelErrorKind.AUTH:
+                self.entry.async_start_reauth(self.hass)
+            raise HomeAssistantError(
+                translation_domain=DOMAIN, translation_key=f"turn_{err.kind}"
+            ) from None
+        return conversation.async_get_result_from_chat_log(user_input, chat_log)

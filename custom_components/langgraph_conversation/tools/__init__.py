@@ -1,0 +1,1 @@
+"""Home Assistant's side of the agent's tools: the only code that acts on the home."""

@@ -1,0 +1,61 @@
+"""Home Assistant LLM API tools (Assist and any other selected API) as LangChain tools.
+
+LangGraph runs these tools, not the ChatLog: the graph owns the tool loop (parallel
+calls, round limit, later confirmations), and the ChatLog records each call as an
+external tool call. Exposure rules stay Home Assistant's: the Assist API only offers and
+acts on entities exposed to the conversation assistant.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+import voluptuous as vol
+
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers import llm
+
+from ..agent.tool_calls import ToolFailure
+from .schema import sanitize_schema, schema_to_json
+
+
+def tool_result_data(result: Any) -> tuple[Any, bool]:
+    """(data, is_error) of what `APIInstance.async_call_tool` returned on any version.
+
+    2026.10+ returns `llm.ToolResult(data, error)`; 2026.2 returns the data itself, with
+    errors as a dict holding an "error" key.
+    """
+    if hasattr(llm, "ToolResult") and isinstance(result, llm.ToolResult):
+        return result.data, bool(result.error)
+    return result, isinstance(result, dict) and "error" in result
+
+
+def _as_langchain_tool(tool: llm.Tool, api: llm.APIInstance) -> BaseTool:
+    parameters = sanitize_schema(schema_to_json(tool.parameters, api.custom_serializer))
+
+    async def call(**arguments: Any) -> Any:
+        try:
+            result = await api.async_call_tool(
+                llm.ToolInput(tool_name=tool.name, tool_args=arguments)
+            )
+        except (HomeAssistantError, vol.Invalid) as err:
+            raise ToolFailure({"error": type(err).__name__, "error_text": str(err)}) from err
+        data, is_error = tool_result_data(result)
+        if is_error:
+            raise ToolFailure(data if isinstance(data, dict) else {"error": str(data)})
+        return data
+
+    return StructuredTool(
+        name=tool.name,
+        description=tool.description or tool.name,
+        args_schema=parameters,
+        coroutine=call,
+    )
+
+
+def tools_from_llm_api(api: llm.APIInstance | None) -> list[BaseTool]:
+    """Every tool of the turn's LLM API instance, ready to bind to a chat model."""
+    if api is None:
+        return []
+    return [_as_langchain_tool(tool, api) for tool in api.tools]

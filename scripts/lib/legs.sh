@@ -1,0 +1,167 @@
+# shellcheck shell=bash
+# Test legs: which Home Assistant runs on which Python, and how to get that Python.
+#
+# Sourced by scripts/test, scripts/develop and scripts/bench. A leg runs either with a
+# suitable interpreter found on PATH, or inside a cached Debian root filesystem
+# (debootstrap) entered through a private mount namespace, so nothing stays mounted.
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/langgraph_conversation
+LEGS=(2026.2 2026.10)
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 2; }
+
+# leg_param LEG KEY -> value
+leg_param() {
+    case "$1:$2" in
+        2026.2:ha) echo 2026.2.3 ;;
+        2026.2:python) echo 3.13 ;;
+        2026.2:python_min) echo 3.13.2 ;;
+        2026.2:suite) echo trixie ;;
+        2026.2:requirements) echo requirements_test_2026.2.txt ;;
+        2026.10:ha) echo 2026.10.4 ;;
+        2026.10:python) echo 3.14 ;;
+        2026.10:python_min) echo 3.14.2 ;;
+        2026.10:suite) echo sid ;;
+        2026.10:requirements) echo requirements_test_2026.10.txt ;;
+        *) die "unknown leg parameter $1:$2" ;;
+    esac
+}
+
+# Hash of everything that decides a leg's virtualenv: a change rebuilds that leg.
+leg_hash() {
+    local leg=$1
+    cat "$REPO_ROOT/requirements_test.txt" \
+        "$REPO_ROOT/$(leg_param "$leg" requirements)" \
+        "$REPO_ROOT/custom_components/langgraph_conversation/manifest.json" \
+        "$REPO_ROOT/scripts/lib/leg_venv.sh" |
+        sha256sum | cut -c1-16
+}
+
+# Prints the path of a host interpreter for the leg, or nothing.
+host_python() {
+    local leg=$1 minor min candidate
+    minor=$(leg_param "$leg" python)
+    min=$(leg_param "$leg" python_min)
+    for candidate in "python$minor" "python3"; do
+        command -v "$candidate" >/dev/null 2>&1 || continue
+        if "$candidate" - "$minor" "$min" <<'PY' 2>/dev/null; then
+import sys, venv  # noqa: F401  (venv must be importable, Debian splits it out)
+minor, minimum = sys.argv[1], tuple(int(p) for p in sys.argv[2].split("."))
+ok = "%d.%d" % sys.version_info[:2] == minor and sys.version_info[:3] >= minimum
+sys.exit(0 if ok else 1)
+PY
+            command -v "$candidate"
+            return 0
+        fi
+    done
+    return 0
+}
+
+# The Debian mirror this machine already uses (never written into the repository).
+debian_mirror() {
+    local uri=""
+    if [ -r /etc/apt/sources.list.d/debian.sources ]; then
+        uri=$(awk '/^URIs:/ {for (i = 2; i <= NF; i++) if ($i !~ /security/) {print $i; exit}}' \
+            /etc/apt/sources.list.d/debian.sources)
+    fi
+    if [ -z "$uri" ] && [ -r /etc/apt/sources.list ]; then
+        uri=$(awk '$1 == "deb" && $0 !~ /security/ {for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) {print $i; exit}}' \
+            /etc/apt/sources.list)
+    fi
+    [ -n "$uri" ] || die "no Debian mirror found in this machine's apt sources"
+    echo "$uri"
+}
+
+rootfs_dir() { echo "$CACHE_ROOT/rootfs-$(leg_param "$1" suite)"; }
+
+# Builds (once) a minimal Debian root filesystem holding the leg's Python.
+ensure_rootfs() {
+    local leg=$1 suite minor rootfs mirror packages marker
+    suite=$(leg_param "$leg" suite)
+    minor=$(leg_param "$leg" python)
+    rootfs=$(rootfs_dir "$leg")
+    # A compiler and headers: a few test dependencies (pymicro-vad) ship only sources.
+    packages="python$minor,python$minor-venv,python$minor-dev,g++,ca-certificates"
+    marker="$rootfs/.lgc-ready-$(echo "$packages" | sha256sum | cut -c1-12)"
+    if [ -f "$marker" ]; then
+        return 0
+    fi
+    [ "$(id -u)" = 0 ] || die "leg $leg needs Python $minor (>= $(leg_param "$leg" python_min)); install python$minor or run as root on Debian/Ubuntu so scripts/test can build one"
+    command -v apt-get >/dev/null || die "leg $leg needs Python $minor; install python$minor (no apt-get here to build one)"
+    if ! command -v debootstrap >/dev/null; then
+        log "installing debootstrap"
+        apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null ||
+            die "could not install debootstrap; install python$minor instead"
+    fi
+    mirror=$(debian_mirror)
+    rm -rf "$rootfs"
+    mkdir -p "$CACHE_ROOT"
+    log "building a Debian $suite root filesystem for Python $minor in $rootfs"
+    local keyring=()
+    [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] &&
+        keyring=(--keyring=/usr/share/keyrings/debian-archive-keyring.gpg)
+    debootstrap --variant=minbase "${keyring[@]}" \
+        --include="$packages" \
+        "$suite" "$rootfs" "$mirror" >"$CACHE_ROOT/debootstrap-$suite.log" 2>&1 ||
+        die "debootstrap $suite failed, see $CACHE_ROOT/debootstrap-$suite.log"
+    mkdir -p "$rootfs/repo" "$rootfs/shared" "$rootfs/opt/lgc"
+    touch "$marker"
+}
+
+# Files that must be fresh in the root filesystem at every entry.
+refresh_rootfs_files() {
+    local rootfs=$1 bundle
+    cp -L /etc/resolv.conf "$rootfs/etc/resolv.conf" 2>/dev/null || true
+    cp -L /etc/hosts "$rootfs/etc/hosts" 2>/dev/null || true
+    # The machine's CA bundle, so pip works behind its TLS setup.
+    for bundle in "${SSL_CERT_FILE:-}" /etc/ssl/certs/ca-certificates.crt; do
+        if [ -n "$bundle" ] && [ -r "$bundle" ]; then
+            mkdir -p "$rootfs/etc/ssl/certs"
+            cp -L "$bundle" "$rootfs/etc/ssl/certs/lgc-host-ca.crt"
+            break
+        fi
+    done
+}
+
+# in_leg LEG CMD... : runs CMD with LGC_PYTHON set to the leg's interpreter, the
+# repository at $LGC_REPO and the cache at $LGC_CACHE (host paths, or the chroot's).
+in_leg() {
+    local leg=$1
+    shift
+    local py
+    py=$(host_python "$leg")
+    if [ -n "$py" ] && [ -z "${LGC_FORCE_ROOTFS:-}" ]; then
+        (cd "$REPO_ROOT" && LGC_PYTHON=$py LGC_REPO=$REPO_ROOT LGC_CACHE=$CACHE_ROOT/host LGC_LEG=$leg "$@")
+        return $?
+    fi
+    ensure_rootfs "$leg"
+    local rootfs shared_dir
+    rootfs=$(rootfs_dir "$leg")
+    refresh_rootfs_files "$rootfs"
+    shared_dir=$(cd "$REPO_ROOT/.." && pwd)/shared
+    local -a passthrough=()
+    local name
+    for name in LANGGRAPH_MODEL LANGGRAPH_API_KEY LANGGRAPH_API_BASE LGC_PYTEST_ARGS LGC_DEVELOP_PORT CI TERM; do
+        [ -n "${!name:-}" ] && passthrough+=("$name=${!name}")
+    done
+    # A private mount namespace: every mount below disappears with the last process.
+    unshare --mount --propagation private -- /bin/bash -c '
+        set -e
+        rootfs=$1; repo=$2; shared=$3; shift 3
+        mount --rbind /dev "$rootfs/dev"
+        mount -t proc proc "$rootfs/proc"
+        mount -t sysfs sys "$rootfs/sys" 2>/dev/null || true
+        mount -t tmpfs -o size=4g tmpfs "$rootfs/tmp"
+        mount -t tmpfs tmpfs "$rootfs/dev/shm" 2>/dev/null || true
+        mount --bind "$repo" "$rootfs/repo"
+        if [ -d "$shared" ]; then mount --bind -o ro "$shared" "$rootfs/shared" 2>/dev/null || true; fi
+        exec chroot "$rootfs" "$@"
+    ' lgc-leg "$rootfs" "$REPO_ROOT" "$shared_dir" \
+        /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin \
+        SSL_CERT_FILE=/etc/ssl/certs/lgc-host-ca.crt PIP_CERT=/etc/ssl/certs/lgc-host-ca.crt \
+        REQUESTS_CA_BUNDLE=/etc/ssl/certs/lgc-host-ca.crt \
+        LGC_PYTHON="/usr/bin/python$(leg_param "$leg" python)" LGC_REPO=/repo LGC_CACHE=/opt/lgc \
+        LGC_LEG="$leg" "${passthrough[@]}" /bin/bash -c 'cd /repo && exec "$@"' lgc-leg "$@"
+}

@@ -1,0 +1,146 @@
+"""Shared fixtures: a real Home Assistant core, fake model servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+import threading
+from typing import Any
+
+import pytest
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+# Importing our package first makes the plugin find it instead of its own testing_config.
+import custom_components.langgraph_conversation  # noqa: F401
+from custom_components.langgraph_conversation.agent.model import async_release_shared_clients
+from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
+from custom_components.langgraph_conversation.const import (
+    CONF_API_BASE,
+    CONF_API_KEY,
+    CONF_MODEL,
+    DOMAIN,
+    SUBENTRY_CONVERSATION,
+)
+from homeassistant.config_entries import ConfigSubentryData
+from homeassistant.core import HomeAssistant
+from homeassistant.setup import async_setup_component
+
+from .fakes import FakeOllamaServer, FakeOpenAIServer
+
+TEST_MODEL = "gpt-test"
+TEST_KEY = "sk-test-0123456789abcdef"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def litellm_logging_pool() -> Iterator[None]:
+    """Give LiteLLM a logging pool whose threads all exist before the first test.
+
+    LiteLLM hands the success logging of every streamed answer to a module-level thread
+    pool that starts threads lazily. Home Assistant's `verify_cleanup` fails any test
+    after which a thread exists that did not exist before it, so a lazily started worker
+    would fail whichever test happened to start it. This replaces the pool (a third-party
+    global, not our code) by a fixed one, started here.
+    """
+    from litellm import utils as litellm_utils
+    from litellm.litellm_core_utils import streaming_handler
+
+    workers = 4
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="litellm-logging")
+    barrier = threading.Barrier(workers + 1)
+    started = [pool.submit(barrier.wait) for _ in range(workers)]
+    barrier.wait()
+    wait(started)
+    original = streaming_handler.executor
+    streaming_handler.executor = litellm_utils.executor = pool
+    yield
+    streaming_handler.executor = litellm_utils.executor = original
+    pool.shutdown(wait=True)
+
+
+@pytest.fixture(autouse=True)
+def join_litellm_failure_threads() -> Iterator[None]:
+    """LiteLLM logs a failed stream on a short-lived thread; let it end before the checks."""
+    yield
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and "failure_handler" in thread.name:
+            thread.join(timeout=5)
+
+
+@pytest.fixture(autouse=True)
+async def release_litellm_clients() -> AsyncIterator[None]:
+    """Tests without an entry to unload (config flows) still leave no LiteLLM client open."""
+    yield
+    await async_release_shared_clients()
+
+
+@pytest.fixture(autouse=True)
+def auto_enable_custom_integrations(enable_custom_integrations: None) -> None:
+    """Every test may load custom integrations."""
+
+
+@pytest.fixture
+async def openai_server(socket_enabled: None) -> AsyncIterator[FakeOpenAIServer]:
+    """An OpenAI-compatible server on 127.0.0.1 that requires TEST_KEY."""
+    async with FakeOpenAIServer() as server:
+        server.api_key = TEST_KEY
+        yield server
+
+
+@pytest.fixture
+async def ollama_server(socket_enabled: None) -> AsyncIterator[FakeOllamaServer]:
+    """An Ollama /api/chat server on 127.0.0.1."""
+    async with FakeOllamaServer() as server:
+        yield server
+
+
+@pytest.fixture
+def agent_options() -> dict[str, Any]:
+    """Options of the test agent; tests override this fixture to change them."""
+    return dict(DEFAULT_AGENT_OPTIONS)
+
+
+@pytest.fixture
+def config_entry(
+    hass: HomeAssistant, openai_server: FakeOpenAIServer, agent_options: dict[str, Any]
+) -> MockConfigEntry:
+    """A config entry for the OpenAI-compatible fake, with one conversation agent."""
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        title=f"openai/{TEST_MODEL}",
+        data={
+            CONF_MODEL: f"openai/{TEST_MODEL}",
+            CONF_API_KEY: TEST_KEY,
+            CONF_API_BASE: openai_server.api_base,
+        },
+        subentries_data=[
+            ConfigSubentryData(
+                data=agent_options,
+                subentry_type=SUBENTRY_CONVERSATION,
+                title="Test agent",
+                unique_id=None,
+            )
+        ],
+    )
+    entry.add_to_hass(hass)
+    return entry
+
+
+@pytest.fixture
+async def setup_integration(hass: HomeAssistant, config_entry: MockConfigEntry) -> MockConfigEntry:
+    """Home Assistant with conversation, intents and our entry loaded."""
+    assert await async_setup_component(hass, "homeassistant", {})
+    assert await async_setup_component(hass, "conversation", {})
+    assert await async_setup_component(hass, "intent", {})
+    assert await hass.config_entries.async_setup(config_entry.entry_id)
+    await hass.async_block_till_done()
+    return config_entry
+
+
+def agent_entity_id(hass: HomeAssistant, entry: MockConfigEntry) -> str:
+    """The conversation entity of the entry's first agent."""
+    from homeassistant.helpers import entity_registry as er
+
+    subentry_id = next(iter(entry.subentries))
+    entity_id = er.async_get(hass).async_get_entity_id("conversation", DOMAIN, subentry_id)
+    assert entity_id is not None
+    return entity_id

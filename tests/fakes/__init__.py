@@ -1,0 +1,25 @@
+"""Fake model servers on 127.0.0.1 that speak the real wire protocols, scripted per test.
+
+async with FakeOpenAIServer() as server:
+    server.add_tool_calls([ToolCall("HassTurnOn", {"name": "Kitchen"})])
+    server.add_text("Done.")
+    ...  # LiteLLM with model="openai/x", api_base=server.api_base
+    assert server.requests[1]["messages"][-1]["role"] == "tool"
+"""
+
+from .ollama_server import FakeOllamaServer
+from .openai_server import FakeOpenAIServer
+from .script import AnyReply, ErrorReply, Reply, StreamFault, ToolCall
+from .server import FakeModelServer, ReplyTiming
+
+__all__ = [
+    "AnyReply",
+    "ErrorReply",
+    "FakeModelServer",
+    "FakeOllamaServer",
+    "FakeOpenAIServer",
+    "Reply",
+    "ReplyTiming",
+    "StreamFault",
+    "ToolCall",
+]

@@ -1,0 +1,56 @@
+"""Helpers for tests that talk to the agent through Home Assistant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from custom_components.langgraph_conversation.const import DOMAIN
+from homeassistant.components import conversation
+from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
+from homeassistant.core import Context, HomeAssistant
+from homeassistant.helpers import llm
+
+
+async def assist_tool_name(hass: HomeAssistant, suffix: str) -> str:
+    """The Assist API's name for a tool on this Home Assistant version.
+
+    2026.2 names intent tools plainly (HassTurnOn); 2026.8+ prefixes them
+    (intent__HassTurnOn). Tests look the name up instead of hard-coding either.
+    """
+    api = await llm.async_get_api(
+        hass,
+        llm.LLM_API_ASSIST,
+        llm.LLMContext(
+            platform=DOMAIN,
+            context=Context(),
+            language="en",
+            assistant=conversation.DOMAIN,
+            device_id=None,
+        ),
+    )
+    names = [tool.name for tool in api.tools if tool.name.endswith(suffix)]
+    assert names, f"no Assist tool ends with {suffix}: {[t.name for t in api.tools]}"
+    return names[0]
+
+
+def add_light(hass: HomeAssistant, object_id: str, name: str, *, exposed: bool) -> str:
+    """A light state Assist can see (or not), without any integration behind it."""
+    entity_id = f"light.{object_id}"
+    hass.states.async_set(
+        entity_id, "off", {"friendly_name": name, "supported_color_modes": ["onoff"]}
+    )
+    async_expose_entity(hass, conversation.DOMAIN, entity_id, exposed)
+    return entity_id
+
+
+def messages_of(request: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    """The messages of one role in a chat-completions request the fake received."""
+    return [m for m in request["messages"] if m["role"] == role]
+
+
+def text_of(message: dict[str, Any]) -> str:
+    """Message content as text (providers may send a list of content parts)."""
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content

@@ -1,0 +1,140 @@
+"""Conversations through Home Assistant's real entry points, against the fake model."""
+
+from __future__ import annotations
+
+import json
+
+from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
+
+from homeassistant.components import conversation
+from homeassistant.core import Context, HomeAssistant
+from homeassistant.helpers import intent
+
+from .conftest import agent_entity_id
+from .fakes import FakeOpenAIServer, ToolCall
+from .helpers import add_light, assist_tool_name, messages_of, text_of
+
+
+async def test_text_turn(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A question gets the model's streamed answer as speech."""
+    openai_server.add_text("The answer is forty-two.")
+    result = await conversation.async_converse(
+        hass,
+        "What is the answer?",
+        None,
+        Context(),
+        agent_id=agent_entity_id(hass, setup_integration),
+    )
+    assert result.response.response_type == intent.IntentResponseType.ACTION_DONE
+    assert result.response.speech["plain"]["speech"] == "The answer is forty-two."
+    assert result.continue_conversation is False
+    request = openai_server.requests[0]
+    assert request["stream"] is True
+    assert text_of(messages_of(request, "user")[-1]) == "What is the answer?"
+    # Home Assistant's prompt (instructions + exposed entities) is the system message.
+    assert "Home Assistant" in text_of(messages_of(request, "system")[0])
+
+
+async def test_question_continues_conversation(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """An answer that asks something keeps a satellite listening."""
+    openai_server.add_text("Which room do you mean?")
+    result = await conversation.async_converse(
+        hass,
+        "Turn on the light",
+        None,
+        Context(),
+        agent_id=agent_entity_id(hass, setup_integration),
+    )
+    assert result.continue_conversation is True
+
+
+async def test_multi_turn_context(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Within one conversation id the model sees the earlier turns."""
+    agent_id = agent_entity_id(hass, setup_integration)
+    openai_server.add_text("Nice to meet you, Ada.")
+    first = await conversation.async_converse(
+        hass, "My name is Ada.", None, Context(), agent_id=agent_id
+    )
+    openai_server.add_text("Your name is Ada.")
+    second = await conversation.async_converse(
+        hass, "What is my name?", first.conversation_id, Context(), agent_id=agent_id
+    )
+    assert second.conversation_id == first.conversation_id
+    seen = [
+        (m["role"], text_of(m))
+        for m in openai_server.requests[1]["messages"]
+        if m["role"] != "system"
+    ]
+    assert seen == [
+        ("user", "My name is Ada."),
+        ("assistant", "Nice to meet you, Ada."),
+        ("user", "What is my name?"),
+    ]
+    # A different conversation starts empty.
+    openai_server.add_text("I don't know yet.")
+    await conversation.async_converse(hass, "What is my name?", None, Context(), agent_id=agent_id)
+    users = messages_of(openai_server.requests[2], "user")
+    assert [text_of(m) for m in users] == ["What is my name?"]
+
+
+async def test_tool_turn_turns_on_exposed_light(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """The model's tool call reaches Home Assistant and the answer reports it."""
+    add_light(hass, "kitchen", "Kitchen Light", exposed=True)
+    turn_on = async_mock_service(hass, "light", "turn_on")
+    tool = await assist_tool_name(hass, "HassTurnOn")
+    openai_server.add_tool_calls([ToolCall(tool, {"name": "Kitchen Light"})])
+    openai_server.add_text("The kitchen light is on.")
+
+    result = await conversation.async_converse(
+        hass,
+        "Turn on the kitchen light",
+        None,
+        Context(),
+        agent_id=agent_entity_id(hass, setup_integration),
+    )
+
+    assert [call.data["entity_id"] for call in turn_on] == [["light.kitchen"]]
+    assert result.response.speech["plain"]["speech"] == "The kitchen light is on."
+    assert result.response.response_type == intent.IntentResponseType.ACTION_DONE
+    # The first request offered the tool; the second carried its result back.
+    offered = [t["function"]["name"] for t in openai_server.requests[0]["tools"]]
+    assert tool in offered
+    tool_messages = messages_of(openai_server.requests[1], "tool")
+    assert len(tool_messages) == 1
+    assert "light.kitchen" in text_of(tool_messages[0]) or "Kitchen" in text_of(tool_messages[0])
+
+
+async def test_unexposed_light_is_not_touched(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Asking for an entity that is not exposed to Assist changes nothing."""
+    add_light(hass, "garage", "Garage Light", exposed=False)
+    turn_on = async_mock_service(hass, "light", "turn_on")
+    tool = await assist_tool_name(hass, "HassTurnOn")
+    openai_server.add_tool_calls([ToolCall(tool, {"name": "Garage Light"})])
+    openai_server.add_text("I can't control that light.")
+
+    result = await conversation.async_converse(
+        hass,
+        "Turn on the garage light",
+        None,
+        Context(),
+        agent_id=agent_entity_id(hass, setup_integration),
+    )
+
+    assert turn_on == []
+    assert hass.states.get("light.garage").state == "off"
+    # The entity is not even in the prompt, and the tool call came back as an error.
+    system = text_of(messages_of(openai_server.requests[0], "system")[0])
+    assert "Garage Light" not in system
+    tool_result = json.loads(text_of(messages_of(openai_server.requests[1], "tool")[0]))
+    assert "error" in tool_result
+    assert result.response.speech["plain"]["speech"] == "I can't control that light."
