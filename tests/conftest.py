@@ -94,9 +94,15 @@ async def ollama_server(socket_enabled: None) -> AsyncIterator[FakeOllamaServer]
 
 
 @pytest.fixture
-def agent_options() -> dict[str, Any]:
-    """Options of the test agent; tests override this fixture to change them."""
-    return dict(DEFAULT_AGENT_OPTIONS)
+def agent_overrides() -> dict[str, Any]:
+    """Options a test changes on its agent (parametrize this fixture)."""
+    return {}
+
+
+@pytest.fixture
+def agent_options(agent_overrides: dict[str, Any]) -> dict[str, Any]:
+    """Options of the test agent: the defaults plus the test's overrides."""
+    return {**DEFAULT_AGENT_OPTIONS, **agent_overrides}
 
 
 @pytest.fixture

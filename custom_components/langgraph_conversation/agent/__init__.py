@@ -20,6 +20,10 @@ import litellm
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
+# LiteLLM's default aiohttp transport treats a connection that drops mid-stream as a
+# normal end of the answer, so a cut-off sentence would be spoken as if complete. httpx's
+# own transport raises instead, which the runtime turns into a clear error.
+litellm.disable_aiohttp_transport = True
 # LiteLLM attaches its own stderr handlers; Home Assistant's logging is the only sink.
 for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
     logging.getLogger(_name).handlers.clear()

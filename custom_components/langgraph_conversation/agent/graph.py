@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AIMessageChunk, SystemMessage
+from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -30,6 +32,34 @@ def chunk_text(chunk: AIMessageChunk) -> str:
     )
 
 
+def strictly_parsed_tool_calls(
+    merged: AIMessageChunk,
+) -> tuple[list[ToolCall], list[InvalidToolCall]]:
+    """Split streamed tool calls into those whose arguments are complete JSON, and the rest.
+
+    langchain-core parses streamed arguments leniently (`parse_partial_json`), so a
+    truncated `{"name": "Kitch` would become a call for "Kitch". A call must never run
+    on arguments the model did not finish writing.
+    """
+    raw_args = {chunk.get("id"): chunk.get("args") or "" for chunk in merged.tool_call_chunks}
+    valid: list[ToolCall] = []
+    invalid: list[InvalidToolCall] = list(merged.invalid_tool_calls)
+    for call in merged.tool_calls:
+        raw = raw_args.get(call["id"], "")
+        try:
+            if raw.strip():
+                json.loads(raw)
+        except ValueError:
+            invalid.append(
+                invalid_tool_call(
+                    name=call["name"], args=raw, id=call["id"], error="arguments are not JSON"
+                )
+            )
+        else:
+            valid.append(call)
+    return valid, invalid
+
+
 async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     """Stream one model answer; every token goes out as it arrives."""
     context = runtime.context
@@ -44,11 +74,12 @@ async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
     if merged is None:
         message = AIMessage(content="")
     else:
+        valid, invalid = strictly_parsed_tool_calls(merged)
         message = AIMessage(
             content=merged.content,
             id=merged.id,
-            tool_calls=merged.tool_calls,
-            invalid_tool_calls=merged.invalid_tool_calls,
+            tool_calls=valid,
+            invalid_tool_calls=invalid,
             usage_metadata=merged.usage_metadata,
             response_metadata=merged.response_metadata,
         )

@@ -8,10 +8,12 @@ import inspect
 import logging
 from typing import Any
 
+import httpx
 from langchain_litellm import ChatLiteLLM
 import litellm
 from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
 from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
+import openai
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -85,8 +87,6 @@ _ERROR_KINDS: tuple[tuple[type[BaseException], ModelErrorKind], ...] = (
     (litellm.ServiceUnavailableError, ModelErrorKind.SERVER),
     (litellm.InternalServerError, ModelErrorKind.SERVER),
     (litellm.APIConnectionError, ModelErrorKind.CONNECTION),
-    (TimeoutError, ModelErrorKind.TIMEOUT),
-    (ConnectionError, ModelErrorKind.CONNECTION),
 )
 
 
@@ -106,6 +106,29 @@ def _kind_from_status(status: int) -> ModelErrorKind | None:
     return None
 
 
+# Transport failures hidden under a status-carrying exception: LiteLLM reports a refused
+# connection as InternalServerError (500) and keeps the real cause in the chain.
+_TRANSPORT_KINDS: tuple[tuple[tuple[type[BaseException], ...], ModelErrorKind], ...] = (
+    ((openai.APITimeoutError, httpx.TimeoutException, TimeoutError), ModelErrorKind.TIMEOUT),
+    (
+        (openai.APIConnectionError, httpx.TransportError, ConnectionError),
+        ModelErrorKind.CONNECTION,
+    ),
+)
+
+
+def _transport_kind(err: BaseException) -> ModelErrorKind | None:
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for types, kind in _TRANSPORT_KINDS:
+            if isinstance(current, types):
+                return kind
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def classify_error(err: BaseException) -> ModelErrorKind:
     """Map an exception raised by a LiteLLM call to a ModelErrorKind.
 
@@ -113,6 +136,8 @@ def classify_error(err: BaseException) -> ModelErrorKind:
     LiteLLM 1.83 raises BadRequestError for any status it does not map itself, with the
     real status in `status_code`.
     """
+    if (transport := _transport_kind(err)) is not None:
+        return transport
     status = getattr(err, "status_code", None)
     if isinstance(status, int) and status >= 400:
         return _kind_from_status(status) or ModelErrorKind.UNKNOWN
@@ -143,8 +168,11 @@ def build_chat_model(access: ModelAccess, settings: ModelSettings) -> ChatLiteLL
         api_base=access.api_base,
         request_timeout=settings.request_timeout,
         streaming=True,
-        # Retries are the runtime's decision, not a hidden loop inside the client.
+        # Retries are the runtime's decision, not a hidden loop inside a client: 0 for
+        # langchain-litellm's tenacity loop, and (via model_kwargs) 0 for the provider
+        # SDK's own retries, which would otherwise repeat a failed call twice.
         max_retries=0,
+        model_kwargs={"max_retries": 0},
         **extra,
     )
 

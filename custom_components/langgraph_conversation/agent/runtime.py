@@ -15,7 +15,7 @@ from langchain_litellm import ChatLiteLLM
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 
-from .events import AgentEvent
+from .events import AgentEvent, MessageStarted, TextDelta
 from .graph import MODEL_NODE, build_assistant_graph, recursion_limit
 from .model import (
     ModelAccess,
@@ -93,13 +93,21 @@ class AgentRuntime:
         async with self._lock(turn.thread_id):
             before = {message.id for message in await self.messages(turn.thread_id)}
             try:
+                answered = False
                 async for event in self._graph.astream(
                     {"messages": [HumanMessage(turn.text)]},
                     config,
                     context=context,
                     stream_mode="custom",
                 ):
+                    if isinstance(event, MessageStarted):
+                        answered = False
+                    elif isinstance(event, TextDelta) and event.text.strip():
+                        answered = True
                     yield event
+                if not answered:
+                    # Nothing to say is no answer: a voice user would hear silence.
+                    raise TurnError("empty_answer", "the model returned no text")
             except BaseException as err:
                 await self._forget_turn(config, before)
                 if isinstance(err, GraphRecursionError):
