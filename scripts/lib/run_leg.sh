@@ -22,23 +22,36 @@ if ! ruff format --no-cache --check custom_components tests >/tmp/lgc-ruff-forma
     status=1
 fi
 echo "== leg $LGC_LEG: pytest ($(python -c 'import sys; print(sys.version.split()[0])'), Home Assistant $(python -c 'from homeassistant.const import __version__; print(__version__)'))"
+junit_isolated=/tmp/lgc-junit-$LGC_LEG-isolated.xml
 junit=/tmp/lgc-junit-$LGC_LEG.xml
+rm -f "$junit" "$junit_isolated"
+pytest_status=0
+common=(-p no:cacheprovider --cov --cov-report=xml:/tmp/lgc-coverage-$LGC_LEG.xml)
+if [ $# -eq 0 ] && [ -z "${LGC_PYTEST_ARGS:-}" ]; then
+    # Tests of first-use behaviour get a fresh interpreter of their own.
+    python -m pytest "${common[@]}" --cov-report= --junitxml="$junit_isolated" -m isolated -q ||
+        pytest_status=$?
+    set -- -m "not isolated" --cov-append
+fi
 # shellcheck disable=SC2086  # LGC_PYTEST_ARGS is a word list on purpose
-python -m pytest -p no:cacheprovider --junitxml="$junit" \
-    --cov --cov-report=term --cov-report=xml:/tmp/lgc-coverage-$LGC_LEG.xml \
-    ${LGC_PYTEST_ARGS:-} "$@"
-pytest_status=$?
+python -m pytest "${common[@]}" --cov-report=term --junitxml="$junit" ${LGC_PYTEST_ARGS:-} "$@" ||
+    pytest_status=$?
 [ $pytest_status -eq 0 ] || status=1
-read -r passed failed skipped < <(python - "$junit" <<'PY'
-import sys, xml.etree.ElementTree as ET
-try:
-    root = ET.parse(sys.argv[1]).getroot()
-except (OSError, ET.ParseError):
-    print(0, 1, 0); raise SystemExit
-suites = [root] if root.tag == "testsuite" else list(root)
-total = sum(int(s.get("tests", 0)) for s in suites)
-failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
-skipped = sum(int(s.get("skipped", 0)) for s in suites)
+read -r passed failed skipped < <(python - "$junit" "$junit_isolated" <<'PY'
+import os, sys, xml.etree.ElementTree as ET
+total = failed = skipped = 0
+for path in sys.argv[1:]:
+    if not os.path.exists(path):
+        continue
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError:
+        failed += 1
+        continue
+    for suite in [root] if root.tag == "testsuite" else list(root):
+        total += int(suite.get("tests", 0))
+        failed += int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+        skipped += int(suite.get("skipped", 0))
 print(total - failed - skipped, failed, skipped)
 PY
 )

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 from langchain_litellm import ChatLiteLLM
 import litellm
+from litellm._lazy_imports import _get_lazy_import_registry
 from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
 from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
 import openai
@@ -193,8 +194,11 @@ def warm_up(access: ModelAccess) -> None:
     for _chunk in stream:
         pass
     litellm.token_counter(model="gpt-4o", text="warm up")
-    # The error path imports litellm.utils helpers lazily; take that hit here too.
-    classify_error(litellm.APIConnectionError(message="warm-up", llm_provider="", model=""))
+    # LiteLLM resolves many module attributes through `importlib.import_module` on
+    # first access (its error and cost paths among them); resolve them all here, once:
+    # about 0.25 s and 3 MB, instead of stalls on the loop at the first failure.
+    for name in _get_lazy_import_registry():
+        getattr(litellm, name)
 
 
 async def async_check_access(access: ModelAccess, timeout: float) -> None:

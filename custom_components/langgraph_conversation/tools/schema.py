@@ -34,7 +34,6 @@ _KEPT_KEYWORDS = frozenset(
         "nullable",
     }
 )
-_COMBINATORS = ("allOf", "anyOf", "oneOf")
 
 
 def schema_to_json(schema: Any, custom_serializer: Callable[[Any], Any] | None) -> dict[str, Any]:
@@ -87,10 +86,11 @@ def _clean(node: Any) -> Any:
 
 def sanitize_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """Return an object schema without top-level combinators or exotic keywords."""
-    top = dict(schema)
-    for combinator in _COMBINATORS:
-        # No provider accepts a combinator at the top; merge the branches' properties so
-        # every parameter stays callable (which branch applies is the tool's business).
+    # All-of branches all apply: fold them in, required fields included.
+    top = _merge_all_of(schema) if "allOf" in schema else dict(schema)
+    for combinator in ("anyOf", "oneOf"):
+        # No provider accepts a combinator at the top; merge the alternatives' properties
+        # so every parameter stays callable (which branch applies is the tool's business).
         for branch in top.pop(combinator, []):
             if isinstance(branch, dict):
                 top.setdefault("properties", {}).update(branch.get("properties", {}))
