@@ -8,7 +8,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry, async_
 
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
-from homeassistant.helpers import intent
+from homeassistant.helpers import chat_session, intent
 
 from .conftest import agent_entity_id
 from .fakes import FakeOpenAIServer, ToolCall
@@ -138,3 +138,56 @@ async def test_unexposed_light_is_not_touched(
     tool_result = json.loads(text_of(messages_of(openai_server.requests[1], "tool")[0]))
     assert "error" in tool_result
     assert result.response.speech["plain"]["speech"] == "I can't control that light."
+
+
+async def test_parallel_tool_calls_are_recorded_in_chat_log(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Both calls of one message run; the ChatLog shows them as external calls with results."""
+    add_light(hass, "kitchen", "Kitchen Light", exposed=True)
+    add_light(hass, "porch", "Porch Light", exposed=True)
+    turn_on = async_mock_service(hass, "light", "turn_on")
+    tool = await assist_tool_name(hass, "HassTurnOn")
+    openai_server.add_tool_calls(
+        [ToolCall(tool, {"name": "Kitchen Light"}), ToolCall(tool, {"name": "Porch Light"})],
+        text="Turning them on. ",
+    )
+    openai_server.add_text("Both lights are on.")
+    result = await conversation.async_converse(
+        hass,
+        "Kitchen and porch on",
+        None,
+        Context(),
+        agent_id=agent_entity_id(hass, setup_integration),
+    )
+    assert sorted(call.data["entity_id"][0] for call in turn_on) == ["light.kitchen", "light.porch"]
+    assert result.response.speech["plain"]["speech"] == "Both lights are on."
+
+    with (
+        chat_session.async_get_chat_session(hass, result.conversation_id) as session,
+        conversation.async_get_chat_log(hass, session) as chat_log,
+    ):
+        content = chat_log.content
+    assert [c.role for c in content] == [
+        "system",
+        "user",
+        "assistant",
+        "tool_result",
+        "tool_result",
+        "assistant",
+    ]
+    first = content[2]
+    assert first.content == "Turning them on. "
+    assert [(c.tool_name, c.tool_args, c.external) for c in first.tool_calls] == [
+        (tool, {"name": "Kitchen Light"}, True),
+        (tool, {"name": "Porch Light"}, True),
+    ]
+    assert {c.tool_call_id for c in content[3:5]} == {c.id for c in first.tool_calls}
+    for tool_result in content[3:5]:
+        data = (
+            tool_result.result.data if hasattr(tool_result, "result") else tool_result.tool_result
+        )
+        assert data["response_type"] == "action_done"
+    assert content[5].content == "Both lights are on."
+    # Both tool results went back to the model in one follow-up request.
+    assert len(messages_of(openai_server.requests[1], "tool")) == 2

@@ -1,0 +1,50 @@
+"""Diagnostics: configuration and versions, with secrets redacted and no conversation text."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from homeassistant.components.diagnostics import async_redact_data
+from homeassistant.config_entries import ConfigEntry
+from homeassistant.core import HomeAssistant
+
+from .const import CONF_API_KEY, CONF_PROMPT
+
+TO_REDACT = {CONF_API_KEY}
+_PACKAGES = ("litellm", "langchain-litellm", "langgraph", "langchain-core", "aiosqlite")
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+async def async_get_config_entry_diagnostics(
+    hass: HomeAssistant, entry: ConfigEntry
+) -> dict[str, Any]:
+    """What a bug report needs: settings (no keys, no prompts' text) and versions."""
+    versions = await hass.async_add_executor_job(
+        lambda: {name: _package_version(name) for name in _PACKAGES}
+    )
+    return {
+        "entry": {
+            "title": entry.title,
+            "data": async_redact_data(dict(entry.data), TO_REDACT),
+        },
+        "agents": [
+            {
+                "type": subentry.subentry_type,
+                "title": subentry.title,
+                # Instructions can hold personal details; their size is what helps debug.
+                "options": {
+                    key: (f"<{len(value)} characters>" if key == CONF_PROMPT else value)
+                    for key, value in subentry.data.items()
+                },
+            }
+            for subentry in entry.subentries.values()
+        ],
+        "packages": versions,
+    }
