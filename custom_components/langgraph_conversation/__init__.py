@@ -17,7 +17,7 @@ from homeassistant.helpers.typing import ConfigType
 # the event loop.
 from .agent.model import ModelAccess, async_release_shared_clients, warm_up
 from .agent.runtime import AgentRuntime
-from .const import CONF_API_BASE, CONF_API_KEY, CONF_MODEL, DOMAIN
+from .const import CONF_API_BASE, CONF_API_KEY, CONF_MODEL, DOMAIN, MAX_THREADS_IN_MEMORY
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     )
     # LiteLLM imports provider modules on its first call; do that off the event loop.
     await hass.async_add_executor_job(warm_up, access)
-    entry.runtime_data = AgentRuntime(access, InMemorySaver())
+    entry.runtime_data = AgentRuntime(access, InMemorySaver(), max_threads=MAX_THREADS_IN_MEMORY)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     entry.async_on_unload(entry.add_update_listener(_async_reload))
     return True

@@ -29,3 +29,6 @@ DEFAULT_REQUEST_TIMEOUT: Final = 60
 
 # Seconds the config flow waits for its one validation request.
 VALIDATION_TIMEOUT: Final = 30
+
+# Conversations kept in memory per entry; the least recently used are forgotten first.
+MAX_THREADS_IN_MEMORY: Final = 200

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 import logging
@@ -53,12 +54,25 @@ class Turn:
 class AgentRuntime:
     """Owns what lives as long as a config entry: graph, models, checkpointer."""
 
-    def __init__(self, access: ModelAccess, checkpointer: BaseCheckpointSaver) -> None:
+    def __init__(
+        self,
+        access: ModelAccess,
+        checkpointer: BaseCheckpointSaver,
+        *,
+        max_threads: int | None = None,
+    ) -> None:
+        """`max_threads` bounds how many threads are kept (least recently used go first).
+
+        The in-memory checkpointer would otherwise keep every voice conversation of a
+        Home Assistant run forever.
+        """
         self.access = access
         self.checkpointer = checkpointer
         self._graph = build_assistant_graph(checkpointer)
         self._models: dict[ModelSettings, ChatLiteLLM] = {}
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._max_threads = max_threads
+        self._recent_threads: OrderedDict[str, None] = OrderedDict()
 
     def chat_model(self, settings: ModelSettings) -> ChatLiteLLM:
         """One client per distinct settings, reused by every turn."""
@@ -72,6 +86,16 @@ class AgentRuntime:
         if lock is None:
             lock = self._locks[thread_id] = asyncio.Lock()
         return lock
+
+    async def _touch_thread(self, thread_id: str) -> None:
+        """Mark a thread as just used; drop the least recently used beyond the bound."""
+        self._recent_threads[thread_id] = None
+        self._recent_threads.move_to_end(thread_id)
+        if self._max_threads is None:
+            return
+        while len(self._recent_threads) > self._max_threads:
+            oldest, _ = self._recent_threads.popitem(last=False)
+            await self.checkpointer.adelete_thread(oldest)
 
     async def messages(self, thread_id: str) -> list[Any]:
         """The messages a thread holds now (the model's view of the conversation)."""
@@ -91,6 +115,7 @@ class AgentRuntime:
         }
         context = TurnContext.create(turn.system_prompt, self.chat_model(turn.settings), turn.tools)
         async with self._lock(turn.thread_id):
+            await self._touch_thread(turn.thread_id)
             before = {message.id for message in await self.messages(turn.thread_id)}
             try:
                 answered = False

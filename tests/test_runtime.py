@@ -1,0 +1,63 @@
+"""The agent runtime on its own (no Home Assistant), against the fake model server."""
+
+from __future__ import annotations
+
+from langgraph.checkpoint.memory import InMemorySaver
+import pytest
+
+from custom_components.langgraph_conversation.agent.events import MessageStarted, TextDelta
+from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
+from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn, TurnError
+
+from .fakes import FakeOpenAIServer
+
+
+def _turn(thread_id: str, text: str) -> Turn:
+    return Turn(
+        thread_id=thread_id,
+        text=text,
+        system_prompt="You are a test.",
+        settings=ModelSettings(),
+        tools=[],
+        max_tool_rounds=2,
+    )
+
+
+async def _run(runtime: AgentRuntime, turn: Turn) -> list:
+    return [event async for event in runtime.run_turn(turn)]
+
+
+async def test_events_and_thread_bound(socket_enabled: None) -> None:
+    """Tokens arrive as events; beyond the bound the least recently used thread goes."""
+    async with FakeOpenAIServer() as server:
+        runtime = AgentRuntime(
+            ModelAccess("openai/gpt-test", "key", server.api_base), InMemorySaver(), max_threads=2
+        )
+        server.add_text("Hello there", chunk_size=3)
+        events = await _run(runtime, _turn("a", "hi"))
+        assert isinstance(events[0], MessageStarted)
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hello there"
+        assert len([e for e in events if isinstance(e, TextDelta)]) == 4
+
+        await _run(runtime, _turn("b", "hi"))
+        await _run(runtime, _turn("a", "again"))  # "a" is now the most recent
+        await _run(runtime, _turn("c", "hi"))  # evicts "b"
+        assert len(await runtime.messages("a")) == 4
+        assert await runtime.messages("b") == []
+        assert len(await runtime.messages("c")) == 2
+
+
+async def test_failed_first_turn_leaves_empty_thread(socket_enabled: None) -> None:
+    """Even the very first turn of a thread is removed whole when it fails."""
+    async with FakeOpenAIServer() as server:
+        runtime = AgentRuntime(
+            ModelAccess("openai/gpt-test", "key", server.api_base), InMemorySaver()
+        )
+        server.add_error(503, "overloaded")
+        with pytest.raises(TurnError) as caught:
+            await _run(runtime, _turn("t", "hi"))
+        assert caught.value.kind == "server"
+        assert await runtime.messages("t") == []
+        server.add_text("Fine now.")
+        await _run(runtime, _turn("t", "hi"))
+        assert [m.type for m in await runtime.messages("t")] == ["human", "ai"]
