@@ -90,7 +90,7 @@ async def test_every_assist_tool_is_provider_safe(hass: HomeAssistant) -> None:
             device_id=None,
         ),
     )
-    tools = tools_from_llm_api(api)
+    tools = tools_from_llm_api(hass, api)
     assert len(tools) >= 5
     for tool in tools:
         spec = convert_to_openai_tool(tool)["function"]

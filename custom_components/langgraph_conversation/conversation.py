@@ -13,9 +13,11 @@ from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import device_registry as dr, llm
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
+from homeassistant.helpers.translation import async_get_exception_message
 
 from .agent.events import (
     AgentEvent,
+    ConfirmationRequested,
     MessageStarted,
     TextDelta,
     ToolCallFinished,
@@ -79,10 +81,19 @@ def tool_result_delta(done: ToolCallFinished) -> dict[str, Any]:
     return delta
 
 
+def confirmation_question(actions: tuple[str, ...]) -> str:
+    """The question that asks the user to confirm critical actions, in HA's language."""
+    return async_get_exception_message(
+        DOMAIN, "confirm_actions", {"actions": " and ".join(actions)}
+    )
+
+
 async def chat_log_deltas(events: AsyncIterator[AgentEvent]) -> AsyncIterator[dict[str, Any]]:
     """Translate agent events into ChatLog deltas, as they happen."""
     async for event in events:
         match event:
+            case ConfirmationRequested(actions=actions):
+                yield {"content": confirmation_question(actions)}
             case MessageStarted():
                 yield {"role": "assistant"}
             case TextDelta(text=text):
@@ -158,7 +169,7 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
             text=user_input.text,
             system_prompt=chat_log.content[0].content,
             settings=self._settings(),
-            tools=tools_from_llm_api(chat_log.llm_api),
+            tools=tools_from_llm_api(self.hass, chat_log.llm_api),
             max_tool_rounds=options.get(CONF_MAX_TOOL_ROUNDS, DEFAULT_MAX_TOOL_ROUNDS),
         )
         runtime = self.entry.runtime_data

@@ -43,4 +43,13 @@ class ToolCallFinished:
     is_error: bool = False
 
 
-type AgentEvent = MessageStarted | TextDelta | ToolCallsRequested | ToolCallFinished
+@dataclass(frozen=True, slots=True)
+class ConfirmationRequested:
+    """The turn paused: these critical actions wait for the user's yes (next message)."""
+
+    actions: tuple[str, ...]
+
+
+type AgentEvent = (
+    MessageStarted | TextDelta | ToolCallsRequested | ToolCallFinished | ConfirmationRequested
+)

@@ -11,7 +11,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
+from langgraph.types import interrupt
 
+from .confirmation import INTERRUPT_KIND, calls_needing_confirmation, is_affirmative
 from .events import MessageStarted, TextDelta, ToolCallsRequested
 from .state import AgentState, TurnContext
 from .tool_calls import requested_calls, run_tool_calls
@@ -89,10 +91,25 @@ async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
 
 
 async def call_tools(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
-    """Run the tool calls of the last assistant message, in parallel."""
+    """Run the tool calls of the last assistant message, in parallel.
+
+    Critical calls first need the user's yes: the graph pauses (`interrupt`) and this node
+    runs again from the top when the next user message resumes it, with that message as
+    the value `interrupt` returns.
+    """
     message = state["messages"][-1]
     assert isinstance(message, AIMessage)
-    results = await run_tool_calls(message, runtime.context.tools, runtime.stream_writer)
+    tools = runtime.context.tools
+    needed = await calls_needing_confirmation(requested_calls(message), tools)
+    declined_ids: frozenset[str] = frozenset()
+    reply = ""
+    if needed:
+        reply = interrupt({"kind": INTERRUPT_KIND, "actions": list(needed.values())})
+        if not is_affirmative(reply):
+            declined_ids = frozenset(needed)
+    results = await run_tool_calls(
+        message, tools, runtime.stream_writer, declined_ids=declined_ids, reply=str(reply)
+    )
     return {"messages": results}
 
 

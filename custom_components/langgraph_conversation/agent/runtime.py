@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 import logging
 from typing import Any
@@ -15,8 +15,10 @@ from langchain_core.tools import BaseTool
 from langchain_litellm import ChatLiteLLM
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
+from langgraph.types import Command, Interrupt
 
-from .events import AgentEvent, MessageStarted, TextDelta
+from .confirmation import INTERRUPT_KIND
+from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
 from .graph import MODEL_NODE, build_assistant_graph, recursion_limit
 from .model import (
     ModelAccess,
@@ -102,12 +104,20 @@ class AgentRuntime:
         state = await self._graph.aget_state({"configurable": {"thread_id": thread_id}})
         return list(state.values.get("messages", []))
 
+    async def pending_confirmation(self, thread_id: str) -> tuple[str, ...]:
+        """The critical actions a thread is waiting to have confirmed, if any."""
+        state = await self._graph.aget_state({"configurable": {"thread_id": thread_id}})
+        return _confirmation_actions(
+            interrupt for task in state.tasks for interrupt in task.interrupts
+        )
+
     async def run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
         """Run one turn, yielding events as they happen.
 
-        Turns on one thread run one at a time. A turn that fails is removed from the
-        thread again, so the next turn starts from a consistent history; the failure is
-        raised as TurnError.
+        Turns on one thread run one at a time. If the thread waits for a confirmation,
+        this turn's text is the answer and resumes it. A turn that fails is removed from
+        the thread again, so the next turn starts from a consistent history; the failure
+        is raised as TurnError.
         """
         config: dict[str, Any] = {
             "configurable": {"thread_id": turn.thread_id},
@@ -116,20 +126,32 @@ class AgentRuntime:
         context = TurnContext.create(turn.system_prompt, self.chat_model(turn.settings), turn.tools)
         async with self._lock(turn.thread_id):
             await self._touch_thread(turn.thread_id)
-            before = {message.id for message in await self.messages(turn.thread_id)}
+            messages = await self.messages(turn.thread_id)
+            graph_input: Any
+            if await self.pending_confirmation(turn.thread_id):
+                graph_input = Command(resume=turn.text)
+                # A failure now also undoes the paused exchange (its request and the
+                # assistant's tool calls), which would otherwise end without results.
+                messages = messages[: _last_human_index(messages)]
+            else:
+                graph_input = {"messages": [HumanMessage(turn.text)]}
+            before = {message.id for message in messages}
             try:
                 answered = False
-                async for event in self._graph.astream(
-                    {"messages": [HumanMessage(turn.text)]},
-                    config,
-                    context=context,
-                    stream_mode="custom",
+                async for mode, payload in self._graph.astream(
+                    graph_input, config, context=context, stream_mode=["custom", "updates"]
                 ):
-                    if isinstance(event, MessageStarted):
+                    if mode == "updates":
+                        if actions := _confirmation_actions(payload.get("__interrupt__", ())):
+                            answered = True
+                            yield MessageStarted()
+                            yield ConfirmationRequested(actions)
+                        continue
+                    if isinstance(payload, MessageStarted):
                         answered = False
-                    elif isinstance(event, TextDelta) and event.text.strip():
+                    elif isinstance(payload, TextDelta) and payload.text.strip():
                         answered = True
-                    yield event
+                    yield payload
                 if not answered:
                     # Nothing to say is no answer: a voice user would hear silence.
                     raise TurnError("empty_answer", "the model returned no text")
@@ -161,3 +183,20 @@ class AgentRuntime:
                 )
         except Exception:
             _LOGGER.exception("Could not remove a failed turn from its thread")
+
+
+def _confirmation_actions(interrupts: Iterable[Interrupt]) -> tuple[str, ...]:
+    """The actions of confirmation interrupts (other interrupts are not ours)."""
+    actions: list[str] = []
+    for pending in interrupts:
+        value = pending.value
+        if isinstance(value, dict) and value.get("kind") == INTERRUPT_KIND:
+            actions.extend(str(action) for action in value.get("actions", []))
+    return tuple(actions)
+
+
+def _last_human_index(messages: list[Any]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage):
+            return index
+    return len(messages)

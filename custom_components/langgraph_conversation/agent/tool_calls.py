@@ -82,17 +82,40 @@ def _content(result: Any) -> str:
     return json.dumps(result, ensure_ascii=False, default=str)
 
 
+def declined(call: ToolCall, reply: str) -> ToolCallFinished:
+    """The result of a critical call the user did not confirm."""
+    return ToolCallFinished(
+        call,
+        _error(
+            "not_confirmed",
+            f"Not done: the user did not confirm. Their reply was: {reply[:300]!r}",
+        ),
+        is_error=True,
+    )
+
+
 async def run_tool_calls(
     message: AIMessage,
     tools: Mapping[str, BaseTool],
     report: Callable[[ToolCallFinished], None],
+    *,
+    declined_ids: frozenset[str] = frozenset(),
+    reply: str = "",
 ) -> list[ToolMessage]:
-    """Run all calls of `message` concurrently; report each as it finishes."""
+    """Run all calls of `message` concurrently; report each as it finishes.
+
+    Calls in `declined_ids` are not run: they answer that the user said no.
+    """
     invalid = {c.get("id") or "": c.get("args") or "" for c in message.invalid_tool_calls}
     calls = requested_calls(message)
 
     async def run_and_report(call: ToolCall) -> ToolCallFinished:
-        finished = await _run_one(call, invalid.get(call.id) if call.id in invalid else None, tools)
+        if call.id in declined_ids:
+            finished = declined(call, reply)
+        else:
+            finished = await _run_one(
+                call, invalid.get(call.id) if call.id in invalid else None, tools
+            )
         report(finished)
         return finished
 

@@ -13,10 +13,13 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 import voluptuous as vol
 
+from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
 
+from ..agent.confirmation import CONFIRMATION_CHECK
 from ..agent.tool_calls import ToolFailure
+from .critical import assist_tool_check
 from .schema import sanitize_schema, schema_to_json
 
 
@@ -31,7 +34,7 @@ def tool_result_data(result: Any) -> tuple[Any, bool]:
     return result, isinstance(result, dict) and "error" in result
 
 
-def _as_langchain_tool(tool: llm.Tool, api: llm.APIInstance) -> BaseTool:
+def _as_langchain_tool(hass: HomeAssistant, tool: llm.Tool, api: llm.APIInstance) -> BaseTool:
     parameters = sanitize_schema(schema_to_json(tool.parameters, api.custom_serializer))
 
     async def call(**arguments: Any) -> Any:
@@ -46,16 +49,21 @@ def _as_langchain_tool(tool: llm.Tool, api: llm.APIInstance) -> BaseTool:
             raise ToolFailure(data if isinstance(data, dict) else {"error": str(data)})
         return data
 
+    context = api.llm_context
+    check = assist_tool_check(
+        hass, tool.name, context.assistant or "conversation", context.device_id
+    )
     return StructuredTool(
         name=tool.name,
         description=tool.description or tool.name,
         args_schema=parameters,
         coroutine=call,
+        metadata={CONFIRMATION_CHECK: check},
     )
 
 
-def tools_from_llm_api(api: llm.APIInstance | None) -> list[BaseTool]:
+def tools_from_llm_api(hass: HomeAssistant, api: llm.APIInstance | None) -> list[BaseTool]:
     """Every tool of the turn's LLM API instance, ready to bind to a chat model."""
     if api is None:
         return []
-    return [_as_langchain_tool(tool, api) for tool in api.tools]
+    return [_as_langchain_tool(hass, tool, api) for tool in api.tools]

@@ -1,0 +1,133 @@
+"""Our own tools: what each is, which category it belongs to, and how it becomes a LangChain tool.
+
+Every tool is described once, here, by a ToolSpec: a name no Home Assistant API uses (our
+names start with `home_`), a description written for models, a provider-safe JSON schema,
+a category agents choose by, and whether it is critical (needs the user's confirmation).
+Handlers receive a ToolContext: Home Assistant, the turn's Context (so the logbook shows
+who asked) and where the request came from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+
+from homeassistant.core import Context, HomeAssistant
+from homeassistant.exceptions import HomeAssistantError
+
+from ..agent.confirmation import CONFIRMATION_CHECK
+from ..agent.tool_calls import ToolFailure
+from .critical import always_confirm
+from .schema import sanitize_schema
+
+# Seconds a tool may take before the model is told it timed out.
+DEFAULT_TOOL_TIMEOUT = 15.0
+# Prefix of every tool we define; Home Assistant's APIs never use it.
+TOOL_PREFIX = "home_"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Where a tool call comes from; handed to every handler."""
+
+    hass: HomeAssistant
+    context: Context
+    language: str
+    device_id: str | None = None
+    assistant: str = "conversation"
+    timeout: float = DEFAULT_TOOL_TIMEOUT
+
+
+type ToolHandler = Callable[[ToolContext, dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One tool of ours."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    category: str
+    handler: ToolHandler
+    critical: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def action(self) -> str:
+        """How a confirmation question names what this tool does ("open garage")."""
+        return self.metadata.get("action") or self.name.removeprefix(TOOL_PREFIX).replace("_", " ")
+
+    def __post_init__(self) -> None:
+        if not self.name.startswith(TOOL_PREFIX):
+            raise ValueError(f"tool {self.name} must start with {TOOL_PREFIX!r}")
+
+
+class ToolRegistry:
+    """All tool specs by name; agents pick categories."""
+
+    def __init__(self, specs: Iterable[ToolSpec] = ()) -> None:
+        self._specs: dict[str, ToolSpec] = {}
+        for spec in specs:
+            self.register(spec)
+
+    def register(self, spec: ToolSpec) -> None:
+        """Add a spec; names are unique."""
+        if spec.name in self._specs:
+            raise ValueError(f"tool {spec.name} registered twice")
+        self._specs[spec.name] = spec
+
+    @property
+    def categories(self) -> list[str]:
+        """Every category some tool belongs to, sorted."""
+        return sorted({spec.category for spec in self._specs.values()})
+
+    def specs(self, categories: Iterable[str]) -> list[ToolSpec]:
+        """The specs of the chosen categories, in registration order."""
+        chosen = set(categories)
+        return [spec for spec in self._specs.values() if spec.category in chosen]
+
+    def get(self, name: str) -> ToolSpec | None:
+        """The spec of one tool, if it is ours."""
+        return self._specs.get(name)
+
+
+async def run_handler(spec: ToolSpec, tool_context: ToolContext, arguments: dict[str, Any]) -> Any:
+    """Run a handler with a timeout; Home Assistant errors become errors the model reads."""
+    try:
+        async with asyncio.timeout(tool_context.timeout):
+            return await spec.handler(tool_context, arguments)
+    except TimeoutError:
+        raise ToolFailure(
+            {
+                "error": "timeout",
+                "error_text": f"{spec.name} did not finish within {tool_context.timeout:g} seconds",
+            }
+        ) from None
+    except HomeAssistantError as err:
+        raise ToolFailure({"error": type(err).__name__, "error_text": str(err)}) from err
+
+
+def as_langchain_tools(specs: Iterable[ToolSpec], tool_context: ToolContext) -> list[BaseTool]:
+    """LangChain tools bound to one turn's context."""
+
+    def bind(spec: ToolSpec) -> BaseTool:
+        async def call(**arguments: Any) -> Any:
+            return await run_handler(spec, tool_context, arguments)
+
+        return StructuredTool(
+            name=spec.name,
+            description=spec.description,
+            args_schema=sanitize_schema(spec.parameters),
+            coroutine=call,
+            metadata={
+                "category": spec.category,
+                **({CONFIRMATION_CHECK: always_confirm(spec.action)} if spec.critical else {}),
+            },
+        )
+
+    return [bind(spec) for spec in specs]
