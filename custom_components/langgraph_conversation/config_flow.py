@@ -19,6 +19,7 @@ from homeassistant.config_entries import (
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers import llm
 from homeassistant.helpers.selector import (
+    BooleanSelector,
     NumberSelector,
     NumberSelectorConfig,
     NumberSelectorMode,
@@ -35,6 +36,7 @@ from .agent.model import ModelAccess, ModelError, ModelErrorKind, async_check_ac
 from .const import (
     CONF_API_BASE,
     CONF_API_KEY,
+    CONF_COMPACT_CONTEXT,
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
     CONF_MAX_TOOL_ROUNDS,
@@ -42,15 +44,18 @@ from .const import (
     CONF_PROMPT,
     CONF_REQUEST_TIMEOUT,
     CONF_TEMPERATURE,
+    CONF_TOOL_CATEGORIES,
     DEFAULT_CONVERSATION_NAME,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TEMPERATURE,
+    DEFAULT_TOOL_CATEGORIES,
     DOMAIN,
     SUBENTRY_CONVERSATION,
     VALIDATION_TIMEOUT,
 )
+from .tools import TOOLS
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -77,6 +82,8 @@ ACCESS_SCHEMA = vol.Schema(
 
 DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
     CONF_LLM_HASS_API: [llm.LLM_API_ASSIST],
+    CONF_TOOL_CATEGORIES: DEFAULT_TOOL_CATEGORIES,
+    CONF_COMPACT_CONTEXT: False,
     CONF_PROMPT: llm.DEFAULT_INSTRUCTIONS_PROMPT,
     CONF_TEMPERATURE: DEFAULT_TEMPERATURE,
     CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
@@ -196,6 +203,14 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
             vol.Optional(CONF_LLM_HASS_API): SelectSelector(
                 SelectSelectorConfig(options=apis, multiple=True)
             ),
+            vol.Optional(CONF_TOOL_CATEGORIES): SelectSelector(
+                SelectSelectorConfig(
+                    options=TOOLS.categories,
+                    multiple=True,
+                    translation_key=CONF_TOOL_CATEGORIES,
+                )
+            ),
+            vol.Optional(CONF_COMPACT_CONTEXT, default=False): BooleanSelector(),
             vol.Optional(CONF_TEMPERATURE, default=DEFAULT_TEMPERATURE): NumberSelector(
                 NumberSelectorConfig(min=0, max=2, step=0.05, mode=NumberSelectorMode.SLIDER)
             ),

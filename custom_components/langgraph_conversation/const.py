@@ -18,6 +18,8 @@ CONF_TEMPERATURE: Final = "temperature"
 CONF_MAX_TOKENS: Final = "max_tokens"
 CONF_MAX_TOOL_ROUNDS: Final = "max_tool_rounds"
 CONF_REQUEST_TIMEOUT: Final = "request_timeout"
+CONF_TOOL_CATEGORIES: Final = "tool_categories"
+CONF_COMPACT_CONTEXT: Final = "compact_context"
 
 SUBENTRY_CONVERSATION: Final = "conversation"
 
@@ -26,6 +28,7 @@ DEFAULT_TEMPERATURE: Final = 0.7
 DEFAULT_MAX_TOKENS: Final = 1024
 DEFAULT_MAX_TOOL_ROUNDS: Final = 8
 DEFAULT_REQUEST_TIMEOUT: Final = 60
+DEFAULT_TOOL_CATEGORIES: Final = ["entities", "lights", "media", "weather"]
 
 # Seconds the config flow waits for its one validation request.
 VALIDATION_TIMEOUT: Final = 30

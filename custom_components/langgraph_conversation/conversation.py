@@ -26,12 +26,14 @@ from .agent.events import (
 from .agent.model import ModelErrorKind, ModelSettings
 from .agent.runtime import Turn, TurnError
 from .const import (
+    CONF_COMPACT_CONTEXT,
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
     CONF_MAX_TOOL_ROUNDS,
     CONF_PROMPT,
     CONF_REQUEST_TIMEOUT,
     CONF_TEMPERATURE,
+    CONF_TOOL_CATEGORIES,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_REQUEST_TIMEOUT,
@@ -39,7 +41,10 @@ from .const import (
     DOMAIN,
     SUBENTRY_CONVERSATION,
 )
+from .tools import TOOLS
+from .tools.context import compact_system_prompt
 from .tools.ha_llm_api import tools_from_llm_api
+from .tools.registry import ToolContext, as_langchain_tools
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -131,7 +136,7 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
             model=entry.data.get("model"),
             entry_type=dr.DeviceEntryType.SERVICE,
         )
-        if subentry.data.get(CONF_LLM_HASS_API):
+        if subentry.data.get(CONF_LLM_HASS_API) or subentry.data.get(CONF_TOOL_CATEGORIES):
             self._attr_supported_features = conversation.ConversationEntityFeature.CONTROL
 
     @property
@@ -146,6 +151,13 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
             max_tokens=options.get(CONF_MAX_TOKENS, DEFAULT_MAX_TOKENS),
             request_timeout=options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT),
         )
+
+    def _system_prompt(self, chat_log: conversation.ChatLog) -> str:
+        """Home Assistant's rendered prompt, with the compact home context if chosen."""
+        prompt = chat_log.content[0].content
+        if self.subentry.data.get(CONF_COMPACT_CONTEXT):
+            prompt = compact_system_prompt(self.hass, prompt, chat_log.llm_api, conversation.DOMAIN)
+        return prompt
 
     async def _async_handle_message(
         self,
@@ -167,9 +179,21 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
         turn = Turn(
             thread_id=f"{self.subentry.subentry_id}:{chat_log.conversation_id}",
             text=user_input.text,
-            system_prompt=chat_log.content[0].content,
+            system_prompt=self._system_prompt(chat_log),
             settings=self._settings(),
-            tools=tools_from_llm_api(self.hass, chat_log.llm_api),
+            tools=[
+                *tools_from_llm_api(self.hass, chat_log.llm_api),
+                *as_langchain_tools(
+                    TOOLS.specs(options.get(CONF_TOOL_CATEGORIES, [])),
+                    ToolContext(
+                        hass=self.hass,
+                        context=user_input.context,
+                        language=user_input.language,
+                        device_id=user_input.device_id,
+                        assistant=conversation.DOMAIN,
+                    ),
+                ),
+            ],
             max_tool_rounds=options.get(CONF_MAX_TOOL_ROUNDS, DEFAULT_MAX_TOOL_ROUNDS),
         )
         runtime = self.entry.runtime_data

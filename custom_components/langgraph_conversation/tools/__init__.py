@@ -1,1 +1,9 @@
 """Home Assistant's side of the agent's tools: the only code that acts on the home."""
+
+from __future__ import annotations
+
+from . import entities, lights, media, weather
+from .registry import ToolRegistry
+
+# Every tool of ours; agents choose by category ("entities", "lights", "media", "weather").
+TOOLS = ToolRegistry([*entities.SPECS, *lights.SPECS, *media.SPECS, *weather.SPECS])

@@ -1,0 +1,116 @@
+"""Our own tools reach agents by category; the compact context shrinks the prompt."""
+
+from __future__ import annotations
+
+import json
+
+import litellm
+import pytest
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+from custom_components.langgraph_conversation.const import (
+    CONF_COMPACT_CONTEXT,
+    CONF_TOOL_CATEGORIES,
+)
+from homeassistant.components import conversation
+from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
+from homeassistant.core import Context, HomeAssistant
+from homeassistant.helpers import area_registry as ar, entity_registry as er
+
+from .conftest import agent_entity_id
+from .fakes import FakeOpenAIServer, ToolCall
+from .helpers import messages_of, text_of
+
+
+def _tool_names(request: dict) -> set[str]:
+    return {tool["function"]["name"] for tool in request.get("tools", [])}
+
+
+def _add_home(hass: HomeAssistant, count: int) -> None:
+    """`count` exposed lights spread over five areas."""
+    areas = [ar.async_get(hass).async_create(f"Room {n}") for n in range(5)]
+    registry = er.async_get(hass)
+    for n in range(count):
+        entry = registry.async_get_or_create(
+            "light",
+            "test",
+            f"light_{n}",
+            suggested_object_id=f"lamp_{n}",
+            original_name=f"Lamp {n}",
+        )
+        registry.async_update_entity(entry.entity_id, area_id=areas[n % 5].id)
+        hass.states.async_set(entry.entity_id, "off", {"friendly_name": f"Lamp {n}"})
+        async_expose_entity(hass, conversation.DOMAIN, entry.entity_id, True)
+
+
+async def test_default_agent_offers_our_tools_next_to_assist(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """The default agent binds Home Assistant's tools and ours, without name clashes."""
+    await conversation.async_converse(
+        hass, "Hi", None, Context(), agent_id=agent_entity_id(hass, setup_integration)
+    )
+    names = _tool_names(openai_server.requests[0])
+    ours = {n for n in names if n.startswith("home_")}
+    assert {"home_find_entities", "home_light_control", "home_media_control"} <= ours
+    assert {"home_weather_current", "home_weather_forecast"} <= ours
+    assert any(n.endswith("HassTurnOn") for n in names)
+    assert len(names) == len(openai_server.requests[0]["tools"])
+
+
+@pytest.mark.parametrize("agent_overrides", [{CONF_TOOL_CATEGORIES: ["weather"]}])
+async def test_categories_limit_tools(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Only the chosen categories are offered."""
+    await conversation.async_converse(
+        hass, "Hi", None, Context(), agent_id=agent_entity_id(hass, setup_integration)
+    )
+    ours = {n for n in _tool_names(openai_server.requests[0]) if n.startswith("home_")}
+    assert ours == {"home_weather_current", "home_weather_forecast"}
+
+
+async def test_home_tool_through_the_agent(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A call to one of our tools runs against Home Assistant and its result goes back."""
+    _add_home(hass, 3)
+    openai_server.add_tool_calls([ToolCall("home_get_state", {"name": "Lamp 1"})])
+    openai_server.add_text("Lamp 1 is off.")
+    result = await conversation.async_converse(
+        hass, "Is lamp 1 on?", None, Context(), agent_id=agent_entity_id(hass, setup_integration)
+    )
+    assert result.response.speech["plain"]["speech"] == "Lamp 1 is off."
+    state = json.loads(text_of(messages_of(openai_server.requests[1], "tool")[0]))
+    assert state["entity_id"] == "light.lamp_1"
+    assert state["state"] == "off"
+
+
+@pytest.mark.parametrize("agent_overrides", [{CONF_COMPACT_CONTEXT: True}])
+async def test_compact_context_replaces_the_entity_listing(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """The prompt holds a summary by area instead of every entity, and costs less."""
+    _add_home(hass, 40)
+    agent_id = agent_entity_id(hass, setup_integration)
+    await conversation.async_converse(hass, "Hi", None, Context(), agent_id=agent_id)
+    compact = text_of(messages_of(openai_server.requests[0], "system")[0])
+    assert "Room 0: 8 lights" in compact
+    assert "Lamp 17" not in compact
+
+    hass.config_entries.async_update_subentry(
+        setup_integration,
+        next(iter(setup_integration.subentries.values())),
+        data={
+            **next(iter(setup_integration.subentries.values())).data,
+            CONF_COMPACT_CONTEXT: False,
+        },
+    )
+    await hass.async_block_till_done()
+    await conversation.async_converse(hass, "Hi", None, Context(), agent_id=agent_id)
+    full = text_of(messages_of(openai_server.requests[1], "system")[0])
+    assert "Lamp 17" in full
+    compact_tokens = litellm.token_counter(model="gpt-4o", text=compact)
+    full_tokens = litellm.token_counter(model="gpt-4o", text=full)
+    print(f"system prompt tokens, 40 lights: full {full_tokens}, compact {compact_tokens}")
+    assert compact_tokens < full_tokens / 2

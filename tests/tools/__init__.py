@@ -1,0 +1,1 @@
+"""Tests of our own Home Assistant tools."""
