@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
 import threading
 from typing import Any
 
@@ -29,32 +28,6 @@ from .fakes import FakeOllamaServer, FakeOpenAIServer
 
 TEST_MODEL = "gpt-test"
 TEST_KEY = "sk-test-0123456789abcdef"
-
-
-@pytest.fixture(autouse=True, scope="session")
-def litellm_logging_pool() -> Iterator[None]:
-    """Give LiteLLM a logging pool whose threads all exist before the first test.
-
-    LiteLLM hands the success logging of every streamed answer to a module-level thread
-    pool that starts threads lazily. Home Assistant's `verify_cleanup` fails any test
-    after which a thread exists that did not exist before it, so a lazily started worker
-    would fail whichever test happened to start it. This replaces the pool (a third-party
-    global, not our code) by a fixed one, started here.
-    """
-    from litellm import utils as litellm_utils
-    from litellm.litellm_core_utils import streaming_handler
-
-    workers = 4
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="litellm-logging")
-    barrier = threading.Barrier(workers + 1)
-    started = [pool.submit(barrier.wait) for _ in range(workers)]
-    barrier.wait()
-    wait(started)
-    original = streaming_handler.executor
-    streaming_handler.executor = litellm_utils.executor = pool
-    yield
-    streaming_handler.executor = litellm_utils.executor = original
-    pool.shutdown(wait=True)
 
 
 @pytest.fixture(autouse=True)

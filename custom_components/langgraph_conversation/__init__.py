@@ -7,8 +7,8 @@ import logging
 from langgraph.checkpoint.memory import InMemorySaver
 
 from homeassistant.config_entries import ConfigEntry, ConfigEntryState
-from homeassistant.const import Platform
-from homeassistant.core import HomeAssistant
+from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
+from homeassistant.core import Event, HomeAssistant
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers.typing import ConfigType
 
@@ -44,7 +44,15 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     entry.runtime_data = AgentRuntime(access, InMemorySaver(), max_threads=MAX_THREADS_IN_MEMORY)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     entry.async_on_unload(entry.add_update_listener(_async_reload))
+    entry.async_on_unload(
+        hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _async_release_on_stop)
+    )
     return True
+
+
+async def _async_release_on_stop(event: Event) -> None:
+    """Home Assistant stops: close LiteLLM's clients and threads so shutdown is quick."""
+    await async_release_shared_clients()
 
 
 async def _async_reload(hass: HomeAssistant, entry: LangGraphConfigEntry) -> None:

@@ -8,8 +8,12 @@ msgpack revival for checkpoints. `setdefault` keeps a user's explicit override.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 import logging
 import os
+import threading
+from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
@@ -27,3 +31,44 @@ litellm.disable_aiohttp_transport = True
 # LiteLLM attaches its own stderr handlers; Home Assistant's logging is the only sink.
 for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
     logging.getLogger(_name).handlers.clear()
+
+
+class LoggingPool(Executor):
+    """LiteLLM's success-logging thread pool, owned by us so it can stop with Home Assistant.
+
+    LiteLLM hands the logging of every streamed answer to a module-level pool of up to 100
+    non-daemon threads that never exit; Home Assistant then waits its full thread timeout
+    at every shutdown. This pool is small, starts threads on demand, and is shut down when
+    the last entry unloads or Home Assistant stops (and starts again if used later).
+    """
+
+    def __init__(self, max_workers: int = 2) -> None:
+        self._max_workers = max_workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._max_workers, "litellm_logging")
+            return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+LOGGING_POOL = LoggingPool()
+
+
+def _install_logging_pool() -> None:
+    # Both modules bound LiteLLM's pool by name at import; point them at ours.
+    from litellm import utils as litellm_utils
+    from litellm.litellm_core_utils import streaming_handler
+
+    streaming_handler.executor = litellm_utils.executor = LOGGING_POOL
+
+
+_install_logging_pool()

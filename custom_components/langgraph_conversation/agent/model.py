@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from enum import StrEnum
 import inspect
@@ -9,12 +10,17 @@ import logging
 from typing import Any
 
 import httpx
+from langchain_core import messages as lc_messages, tools as lc_tools
+from langchain_core.tools import StructuredTool
+from langchain_core.utils import function_calling as lc_function_calling
 from langchain_litellm import ChatLiteLLM
 import litellm
 from litellm._lazy_imports import _get_lazy_import_registry
 from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
 from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
 import openai
+
+from . import LOGGING_POOL
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -199,6 +205,24 @@ def warm_up(access: ModelAccess) -> None:
     # about 0.25 s and 3 MB, instead of stalls on the loop at the first failure.
     for name in _get_lazy_import_registry():
         getattr(litellm, name)
+    # langchain-core does the same for its packages' attributes (binding tools imports
+    # langchain_core.tools.simple on first use); resolve those too.
+    for package in (lc_tools, lc_messages, lc_function_calling):
+        for name in getattr(package, "__all__", ()):
+            getattr(package, name)
+    build_chat_model(access, ModelSettings()).bind_tools([_WARM_UP_TOOL])
+
+
+async def _never_called() -> None:
+    """Coroutine of the warm-up tool; binding a tool never runs it."""
+
+
+_WARM_UP_TOOL = StructuredTool(
+    name="warm_up",
+    description="Binding a tool once at setup imports what binding needs.",
+    args_schema={"type": "object", "properties": {}},
+    coroutine=_never_called,
+)
 
 
 async def async_check_access(access: ModelAccess, timeout: float) -> None:
@@ -218,12 +242,13 @@ async def async_check_access(access: ModelAccess, timeout: float) -> None:
 async def async_release_shared_clients() -> None:
     """Close what LiteLLM keeps open on the event loop between calls.
 
-    LiteLLM caches its HTTP clients (aiohttp sessions with keep-alive timers) and runs a
-    logging worker task in module globals, bound to the loop that first used them. When
-    the last entry unloads, nothing of ours may stay behind on Home Assistant's loop, and
-    a closed client must not be handed out again, so the cache is emptied too.
+    LiteLLM caches its HTTP clients and runs a logging worker task in module globals,
+    bound to the loop that first used them, plus a logging thread pool. When the last
+    entry unloads or Home Assistant stops, nothing of ours may stay behind, and a closed
+    client must not be handed out again, so the cache is emptied too.
     """
     await GLOBAL_LOGGING_WORKER.stop()
+    await asyncio.to_thread(LOGGING_POOL.shutdown)
     await close_litellm_async_clients()
     # LiteLLM's helper above skips SDK clients (AsyncOpenAI and friends), whose aiohttp
     # sessions would otherwise be dropped unclosed by the flush below.
