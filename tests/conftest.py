@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 import threading
 from typing import Any
 
@@ -44,6 +45,18 @@ async def release_litellm_clients() -> AsyncIterator[None]:
     """Tests without an entry to unload (config flows) still leave no LiteLLM client open."""
     yield
     await async_release_shared_clients()
+
+
+@pytest.fixture(autouse=True)
+def isolated_config_dir(hass: HomeAssistant, tmp_path: Path) -> None:
+    """Each test's files (memory.db, threads.db) live in its own config directory.
+
+    The plugin points every test at one shared testing_config directory; files written
+    there would carry one test's memories into the next.
+    """
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    hass.config.config_dir = str(config_dir)
 
 
 @pytest.fixture(autouse=True)

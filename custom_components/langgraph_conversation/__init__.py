@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
+import sqlite3
 
 from langgraph.checkpoint.memory import InMemorySaver
 
 from homeassistant.config_entries import ConfigEntry, ConfigEntryState
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
 from homeassistant.core import Event, HomeAssistant
-from homeassistant.helpers import config_validation as cv
+from homeassistant.helpers import config_validation as cv, issue_registry as ir
 from homeassistant.helpers.typing import ConfigType
 
 # Importing the agent package sets LiteLLM's environment switches before LiteLLM loads.
@@ -17,7 +19,15 @@ from homeassistant.helpers.typing import ConfigType
 # the event loop.
 from .agent.model import ModelAccess, async_release_shared_clients, warm_up
 from .agent.runtime import AgentRuntime
-from .const import CONF_API_BASE, CONF_API_KEY, CONF_MODEL, DOMAIN, MAX_THREADS_IN_MEMORY
+from .const import (
+    CONF_API_BASE,
+    CONF_API_KEY,
+    CONF_MODEL,
+    DOMAIN,
+    MAX_THREADS_IN_MEMORY,
+    MEMORY_FILE,
+)
+from .storage.store import SqliteStore
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -41,13 +51,40 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     )
     # LiteLLM imports provider modules on its first call; do that off the event loop.
     await hass.async_add_executor_job(warm_up, access)
-    entry.runtime_data = AgentRuntime(access, InMemorySaver(), max_threads=MAX_THREADS_IN_MEMORY)
+    store = await _async_open_memory(hass, entry)
+    entry.runtime_data = AgentRuntime(
+        access, InMemorySaver(), store=store, max_threads=MAX_THREADS_IN_MEMORY
+    )
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     entry.async_on_unload(entry.add_update_listener(_async_reload))
     entry.async_on_unload(
         hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _async_release_on_stop)
     )
     return True
+
+
+async def _async_open_memory(
+    hass: HomeAssistant, entry: LangGraphConfigEntry
+) -> SqliteStore | None:
+    """Open the memory file; without it the agents still answer, and a repair says why."""
+    path = Path(hass.config.path(DOMAIN, MEMORY_FILE))
+    try:
+        store = await SqliteStore.open(path)
+    except (OSError, sqlite3.Error) as err:
+        _LOGGER.error("Long-term memory is unavailable (%s): %s", path, err)
+        ir.async_create_issue(
+            hass,
+            DOMAIN,
+            f"memory_unavailable_{entry.entry_id}",
+            is_fixable=False,
+            severity=ir.IssueSeverity.ERROR,
+            translation_key="memory_unavailable",
+            translation_placeholders={"path": str(path), "error": str(err)},
+        )
+        return None
+    ir.async_delete_issue(hass, DOMAIN, f"memory_unavailable_{entry.entry_id}")
+    entry.async_on_unload(store.aclose)
+    return store
 
 
 async def _async_release_on_stop(event: Event) -> None:

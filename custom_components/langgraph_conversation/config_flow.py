@@ -40,6 +40,7 @@ from .const import (
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
     CONF_MAX_TOOL_ROUNDS,
+    CONF_MEMORY,
     CONF_MODEL,
     CONF_PROMPT,
     CONF_REQUEST_TIMEOUT,
@@ -84,6 +85,7 @@ DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
     CONF_LLM_HASS_API: [llm.LLM_API_ASSIST],
     CONF_TOOL_CATEGORIES: DEFAULT_TOOL_CATEGORIES,
     CONF_COMPACT_CONTEXT: False,
+    CONF_MEMORY: True,
     CONF_PROMPT: llm.DEFAULT_INSTRUCTIONS_PROMPT,
     CONF_TEMPERATURE: DEFAULT_TEMPERATURE,
     CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
@@ -211,6 +213,7 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
                 )
             ),
             vol.Optional(CONF_COMPACT_CONTEXT, default=False): BooleanSelector(),
+            vol.Optional(CONF_MEMORY, default=True): BooleanSelector(),
             vol.Optional(CONF_TEMPERATURE, default=DEFAULT_TEMPERATURE): NumberSelector(
                 NumberSelectorConfig(min=0, max=2, step=0.05, mode=NumberSelectorMode.SLIDER)
             ),

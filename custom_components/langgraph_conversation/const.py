@@ -20,6 +20,7 @@ CONF_MAX_TOOL_ROUNDS: Final = "max_tool_rounds"
 CONF_REQUEST_TIMEOUT: Final = "request_timeout"
 CONF_TOOL_CATEGORIES: Final = "tool_categories"
 CONF_COMPACT_CONTEXT: Final = "compact_context"
+CONF_MEMORY: Final = "memory"
 
 SUBENTRY_CONVERSATION: Final = "conversation"
 
@@ -35,3 +36,7 @@ VALIDATION_TIMEOUT: Final = 30
 
 # Conversations kept in memory per entry; the least recently used are forgotten first.
 MAX_THREADS_IN_MEMORY: Final = 200
+
+# Long-term memories, under <config>/langgraph_conversation/.
+MEMORY_FILE: Final = "memory.db"
+MEMORY_RECALL_LIMIT: Final = 5

@@ -23,6 +23,7 @@ from .agent.events import (
     ToolCallFinished,
     ToolCallsRequested,
 )
+from .agent.memory import MemoryScope
 from .agent.model import ModelErrorKind, ModelSettings
 from .agent.runtime import Turn, TurnError
 from .const import (
@@ -30,6 +31,7 @@ from .const import (
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
     CONF_MAX_TOOL_ROUNDS,
+    CONF_MEMORY,
     CONF_PROMPT,
     CONF_REQUEST_TIMEOUT,
     CONF_TEMPERATURE,
@@ -39,6 +41,7 @@ from .const import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TEMPERATURE,
     DOMAIN,
+    MEMORY_RECALL_LIMIT,
     SUBENTRY_CONVERSATION,
 )
 from .tools import TOOLS
@@ -195,6 +198,12 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
                 ),
             ],
             max_tool_rounds=options.get(CONF_MAX_TOOL_ROUNDS, DEFAULT_MAX_TOOL_ROUNDS),
+            memory=(
+                MemoryScope.for_user(user_input.context.user_id)
+                if options.get(CONF_MEMORY, True)
+                else None
+            ),
+            memory_recall_limit=MEMORY_RECALL_LIMIT,
         )
         runtime = self.entry.runtime_data
         try:

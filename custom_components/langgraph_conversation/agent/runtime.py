@@ -15,11 +15,13 @@ from langchain_core.tools import BaseTool
 from langchain_litellm import ChatLiteLLM
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
+from langgraph.store.base import BaseStore
 from langgraph.types import Command, Interrupt
 
 from .confirmation import INTERRUPT_KIND
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
 from .graph import MODEL_NODE, build_assistant_graph, recursion_limit
+from .memory import MEMORY_INSTRUCTIONS, MemoryScope, memory_block, memory_tools, recall
 from .model import (
     ModelAccess,
     ModelError,
@@ -51,6 +53,9 @@ class Turn:
     settings: ModelSettings
     tools: list[BaseTool]
     max_tool_rounds: int
+    # Whose memories this turn may use; None turns memory off for the turn.
+    memory: MemoryScope | None = None
+    memory_recall_limit: int = 5
 
 
 class AgentRuntime:
@@ -61,6 +66,7 @@ class AgentRuntime:
         access: ModelAccess,
         checkpointer: BaseCheckpointSaver,
         *,
+        store: BaseStore | None = None,
         max_threads: int | None = None,
     ) -> None:
         """`max_threads` bounds how many threads are kept (least recently used go first).
@@ -70,6 +76,7 @@ class AgentRuntime:
         """
         self.access = access
         self.checkpointer = checkpointer
+        self.store = store
         self._graph = build_assistant_graph(checkpointer)
         self._models: dict[ModelSettings, ChatLiteLLM] = {}
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -123,7 +130,8 @@ class AgentRuntime:
             "configurable": {"thread_id": turn.thread_id},
             "recursion_limit": recursion_limit(turn.max_tool_rounds),
         }
-        context = TurnContext.create(turn.system_prompt, self.chat_model(turn.settings), turn.tools)
+        system_prompt, tools = await self._with_memory(turn)
+        context = TurnContext.create(system_prompt, self.chat_model(turn.settings), tools)
         async with self._lock(turn.thread_id):
             await self._touch_thread(turn.thread_id)
             messages = await self.messages(turn.thread_id)
@@ -165,6 +173,26 @@ class AgentRuntime:
                     error: ModelError = to_model_error(err, self.access)
                     raise TurnError(error.kind.value, error.detail) from None
                 raise
+
+    async def _with_memory(self, turn: Turn) -> tuple[str, list[BaseTool]]:
+        """The turn's prompt and tools, with recalled memories and memory tools if enabled.
+
+        A memory store that fails must not cost the user their answer: the turn goes on
+        without memories, and the failure is logged.
+        """
+        if self.store is None or turn.memory is None:
+            return turn.system_prompt, turn.tools
+        try:
+            memories = await recall(self.store, turn.memory, turn.text, turn.memory_recall_limit)
+        except Exception:
+            _LOGGER.exception("Could not read memories; answering without them")
+            return turn.system_prompt, turn.tools
+        prompt = "\n\n".join(
+            part
+            for part in (turn.system_prompt, MEMORY_INSTRUCTIONS, memory_block(memories))
+            if part
+        )
+        return prompt, [*turn.tools, *memory_tools(self.store, turn.memory)]
 
     async def _forget_turn(self, config: dict[str, Any], before: set[str | None]) -> None:
         """Remove what a failed turn added, so the thread holds only whole turns."""

@@ -1,0 +1,6 @@
+"""SQLite persistence under <config>/langgraph_conversation/.
+
+Knows SQLite and LangGraph's storage interfaces only, nothing about Home Assistant or
+models. `sqlite.py` opens a file (pragmas, schema versions, transactions);
+`checkpointer.py` stores LangGraph checkpoints in one.
+"""

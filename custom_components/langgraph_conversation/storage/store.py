@@ -1,0 +1,747 @@
+"""Long-term memories: a LangGraph `BaseStore` on one aiosqlite connection.
+
+Why our own store: `langgraph-checkpoint-sqlite` hard-requires sqlite-vec, which has no musl
+wheels (Home Assistant OS and Container cannot install it). This store needs only the SQLite
+that CPython bundles: FTS5 for full-text search with BM25 ranking and, when an embedding
+function is given, float32 vectors ranked with numpy. No SQLite extension is ever loaded.
+
+Schema (version 1, kept in `PRAGMA user_version`; see `_MIGRATIONS`):
+
+    items         id INTEGER PRIMARY KEY, namespace TEXT, key TEXT, value TEXT (JSON,
+                  sorted keys), created_at / updated_at / last_used_at REAL (Unix seconds),
+                  ttl_minutes REAL, expires_at REAL; UNIQUE (namespace, key)
+    item_search   FTS5 (text), rowid = items.id: the item's indexed text
+    item_vectors  item_id INTEGER PRIMARY KEY (= items.id), embedding BLOB (L2-normalised
+                  float32)
+    items_delete  trigger: deleting an item deletes its search row and its vector
+
+A namespace is stored as its labels joined by "."; `BaseStore` forbids "." in labels, so the
+encoding is unambiguous and "every namespace under P" is the text range [P + ".", P + "/").
+
+Ranking of a search with a query (its words are OR-ed; in large stores the commonest are
+left out, see _MAX_SCORED_ROWS):
+    full text only:  score = -bm25 (FTS5's BM25 is negative; higher score = more relevant)
+    with embeddings: score = SEMANTIC_WEIGHT * max(cosine, 0)
+                             + (1 - SEMANTIC_WEIGHT) * bm25_score / max(bm25_score)
+        where bm25_score = -bm25 of the item (0 when it has no full-text match) and the
+        maximum is taken over the candidates of this search, so both parts lie in [0, 1].
+Without a query, items come newest first with score None.
+
+The store is async-only; `SqliteDatabase` (storage/sqlite.py) owns the connection, the
+pragmas (WAL, busy_timeout), schema versions and the transactions, one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+import json
+import logging
+from pathlib import Path
+import re
+import sqlite3
+import time
+from typing import Any, Literal
+
+import aiosqlite
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    get_text_at_path,
+    validate_op_namespace,
+)
+import numpy as np
+
+from .sqlite import SqliteDatabase
+
+_LOGGER = logging.getLogger(__name__)
+
+type EmbedFunc = Callable[[list[str]], Awaitable[list[list[float]]]]
+
+NAMESPACE_SEPARATOR = "."
+# The character right after the separator: namespaces below P sort in [P + ".", P + "/").
+_AFTER_SEPARATOR = chr(ord(NAMESPACE_SEPARATOR) + 1)
+
+SEMANTIC_WEIGHT = 0.5
+"""Share of cosine similarity in the hybrid score; the rest is normalised BM25."""
+
+# Words of a query become quoted FTS5 strings; bounding them bounds the cost of a search.
+_QUERY_TERM = re.compile(r"[^\W_]+")
+_MAX_QUERY_TERMS = 32
+# BM25 costs about a microsecond per matching row, so a search keeps the query's rarest words
+# until the rows they match add up to this many and drops the commonest ones. Those weigh
+# least in BM25 (lowest idf); a word in over half the items has idf <= 0, which FTS5 clamps to
+# 1e-6, so dropping it changes nothing. This keeps search fast in large stores.
+_MAX_SCORED_ROWS = 5000
+
+_SCHEMA_V1 = (
+    """CREATE TABLE items (
+        id INTEGER PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        last_used_at REAL NOT NULL,
+        ttl_minutes REAL,
+        expires_at REAL,
+        UNIQUE (namespace, key)
+    )""",
+    "CREATE INDEX items_least_used ON items (namespace, last_used_at)",
+    "CREATE INDEX items_expiry ON items (expires_at) WHERE expires_at IS NOT NULL",
+    # Porter stemming is English-only, but applied to documents and queries alike, so in
+    # other languages it at worst merges a few word forms.
+    "CREATE VIRTUAL TABLE item_search USING fts5("
+    "text, tokenize = 'porter unicode61 remove_diacritics 2')",
+    "CREATE TABLE item_vectors (item_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)",
+    """CREATE TRIGGER items_delete AFTER DELETE ON items BEGIN
+        DELETE FROM item_search WHERE rowid = old.id;
+        DELETE FROM item_vectors WHERE item_id = old.id;
+    END""",
+)
+
+
+async def _create_schema_v1(conn: aiosqlite.Connection) -> None:
+    """Items, their full-text rows and vectors; deleting an item deletes both."""
+    for statement in _SCHEMA_V1:
+        await conn.execute(statement)
+
+
+# Migration N brings the schema from version N to N + 1; append, never edit.
+_MIGRATIONS = (_create_schema_v1,)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+# Every query below names the items table `i`.
+_ITEM_COLUMNS = "i.id, i.namespace, i.key, i.value, i.created_at, i.updated_at"
+_LIVE = "(i.expires_at IS NULL OR i.expires_at > ?)"
+
+_UPSERT = """
+INSERT INTO items (namespace, key, value, created_at, updated_at, last_used_at,
+                   ttl_minutes, expires_at)
+VALUES (:namespace, :key, :value, :now, :now, :now, :ttl, :expires_at)
+ON CONFLICT (namespace, key) DO UPDATE SET
+    value = excluded.value,
+    -- an expired item the sweep has not removed yet is gone: its successor starts afresh
+    created_at = CASE WHEN items.expires_at <= excluded.updated_at
+                      THEN excluded.created_at ELSE items.created_at END,
+    updated_at = excluded.updated_at,
+    last_used_at = excluded.last_used_at,
+    ttl_minutes = excluded.ttl_minutes,
+    expires_at = excluded.expires_at
+RETURNING id
+"""
+
+_TOUCH = """
+UPDATE items SET
+    last_used_at = :now,
+    expires_at = CASE WHEN :refresh AND ttl_minutes IS NOT NULL
+                      THEN :now + ttl_minutes * 60 ELSE expires_at END
+WHERE id IN (SELECT value FROM json_each(:ids))
+"""
+
+_RANGE_OPERATORS = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+@dataclass(frozen=True, slots=True)
+class _PutPlan:
+    """A validated put: what goes into the row and into the search index."""
+
+    namespace: str
+    value_json: str
+    text: str
+
+
+type _Ranked = list[tuple[int, SearchItem]]
+type _Scores = tuple[np.ndarray, np.ndarray]  # item ids (int64) and one score per id
+
+
+class SqliteStore(BaseStore):
+    """Long-term memories in one SQLite file; create it with `await SqliteStore.open(...)`."""
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        database: SqliteDatabase,
+        *,
+        embed: EmbedFunc | None,
+        dims: int | None,
+        max_value_bytes: int,
+        max_items_per_namespace: int,
+    ) -> None:
+        """Wrap an open, migrated database (use `open`)."""
+        self._database = database
+        self._embed = embed
+        self._dims = dims
+        self._max_value_bytes = max_value_bytes
+        self._max_items_per_namespace = max_items_per_namespace
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | Path,
+        *,
+        embed: EmbedFunc | None = None,
+        dims: int | None = None,
+        max_value_bytes: int = 4096,
+        max_items_per_namespace: int = 1000,
+    ) -> SqliteStore:
+        """Open (creating and migrating if needed) the store file at `path`."""
+        if dims is not None and embed is None:
+            raise ValueError("dims only applies with an embed function")
+        await asyncio.to_thread(_require_fts5)
+        database = await SqliteDatabase.open(path, _MIGRATIONS)
+        return cls(
+            database,
+            embed=embed,
+            dims=dims,
+            max_value_bytes=max_value_bytes,
+            max_items_per_namespace=max_items_per_namespace,
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection and end its thread; later calls do nothing."""
+        await self._database.close()
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Refuse: this store is async-only."""
+        # All work runs on the aiosqlite thread and is awaited on the event loop; a sync call
+        # from the loop thread would block the loop while waiting for it, a deadlock.
+        raise RuntimeError(
+            "SqliteStore is async-only: use abatch, aget, aput, adelete, asearch or "
+            "alist_namespaces"
+        )
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations in order, in one transaction; one result per operation."""
+        ops = list(ops)
+        plans = self._plan_puts(ops)
+        # Embeddings may take a network round trip: compute them before taking the lock.
+        vectors = await self._embed_ops(ops, plans)
+        async with self._database.write() as conn:
+            now = time.time()
+            results = [
+                await self._run(conn, op, plans.get(index), vectors.get(index), now)
+                for index, op in enumerate(ops)
+            ]
+            evicted = await self._evict(conn, {plan.namespace for plan in plans.values()})
+        if evicted:
+            _LOGGER.info(
+                "Evicted %d least recently used memories to keep at most %d per namespace: %s",
+                sum(evicted.values()),
+                self._max_items_per_namespace,
+                ", ".join(f"{namespace} ({count})" for namespace, count in evicted.items()),
+            )
+        return results
+
+    async def asweep_expired(self) -> int:
+        """Delete expired items (with their search rows and vectors); return how many."""
+        async with (
+            self._database.write() as conn,
+            conn.execute(
+                "DELETE FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?",
+                (time.time(),),
+            ) as cursor,
+        ):
+            return cursor.rowcount
+
+    async def stats(self) -> dict[str, int]:
+        """Counts and sizes for diagnostics; never any contents."""
+        async with self._database.read() as conn:
+            namespaces, items, expired = await _fetch_row(
+                conn,
+                "SELECT COUNT(DISTINCT namespace), COUNT(*),"
+                " COUNT(*) FILTER (WHERE expires_at <= ?) FROM items",
+                (time.time(),),
+            )
+            (vectors,) = await _fetch_row(conn, "SELECT COUNT(*) FROM item_vectors")
+            (page_count,) = await _fetch_row(conn, "PRAGMA page_count")
+            (page_size,) = await _fetch_row(conn, "PRAGMA page_size")
+        return {
+            "schema_version": self._database.schema_version,
+            "namespaces": namespaces,
+            "items": items,
+            "expired_items": expired,
+            "vectors": vectors,
+            "file_size_bytes": page_count * page_size,
+        }
+
+    def _plan_puts(self, ops: list[Op]) -> dict[int, _PutPlan]:
+        """Validate every operation and serialise the values to write, before any I/O."""
+        plans: dict[int, _PutPlan] = {}
+        for index, op in enumerate(ops):
+            validate_op_namespace(op)
+            if isinstance(op, PutOp) and op.value is not None:
+                plans[index] = self._plan_put(op, op.value)
+        return plans
+
+    def _plan_put(self, op: PutOp, value: Mapping[str, Any]) -> _PutPlan:
+        if not op.namespace:
+            raise InvalidNamespaceError("Namespace cannot be empty.")
+        value_json = _to_json(dict(value))
+        size = len(value_json.encode())
+        if size > self._max_value_bytes:
+            raise ValueError(
+                f"Memory {op.key!r} in namespace {op.namespace} is {size} bytes as JSON; "
+                f"the limit is {self._max_value_bytes} bytes"
+            )
+        return _PutPlan(_encode_namespace(op.namespace), value_json, _index_text(value, op.index))
+
+    async def _embed_ops(self, ops: list[Op], plans: dict[int, _PutPlan]) -> dict[int, np.ndarray]:
+        """Unit vectors, by operation index, for indexed puts and searches with a query."""
+        if self._embed is None:
+            return {}
+        texts = {index: plan.text for index, plan in plans.items() if plan.text}
+        for index, op in enumerate(ops):
+            if isinstance(op, SearchOp) and op.query and op.query.strip():
+                texts[index] = op.query
+        if not texts:
+            return {}
+        embeddings = await self._embed(list(texts.values()))
+        if len(embeddings) != len(texts):
+            raise ValueError(
+                f"The embedding function returned {len(embeddings)} vectors for {len(texts)} texts"
+            )
+        return {
+            index: self._unit_vector(embedding)
+            for index, embedding in zip(texts, embeddings, strict=True)
+        }
+
+    def _unit_vector(self, embedding: list[float]) -> np.ndarray:
+        vector = np.asarray(embedding, dtype=np.float32)
+        if vector.ndim != 1:
+            raise ValueError(f"The embedding function returned an array of shape {vector.shape}")
+        if self._dims is not None and vector.shape[0] != self._dims:
+            raise ValueError(
+                f"The embedding function returned {vector.shape[0]} dimensions; "
+                f"the store expects {self._dims}"
+            )
+        norm = float(np.linalg.norm(vector))
+        return vector / norm if norm else vector
+
+    async def _run(
+        self,
+        conn: aiosqlite.Connection,
+        op: Op,
+        plan: _PutPlan | None,
+        vector: np.ndarray | None,
+        now: float,
+    ) -> Result:
+        match op:
+            case GetOp():
+                return await _get(conn, op, now)
+            case SearchOp():
+                return await _search(conn, op, vector, now)
+            case ListNamespacesOp():
+                return await _list_namespaces(conn, op, now)
+            case PutOp() if plan is None:
+                await conn.execute(
+                    "DELETE FROM items WHERE namespace = ? AND key = ?",
+                    (_encode_namespace(op.namespace), op.key),
+                )
+            case PutOp() if plan is not None:
+                await _put(conn, op, plan, vector, now)
+            case _:
+                raise TypeError(f"Unknown store operation: {op!r}")
+        return None
+
+    async def _evict(self, conn: aiosqlite.Connection, namespaces: set[str]) -> dict[str, int]:
+        """Trim namespaces over the limit, least recently used first; count per namespace."""
+        evicted: dict[str, int] = {}
+        for namespace in sorted(namespaces):
+            (count,) = await _fetch_row(
+                conn, "SELECT COUNT(*) FROM items WHERE namespace = ?", (namespace,)
+            )
+            excess = count - self._max_items_per_namespace
+            if excess > 0:
+                await conn.execute(
+                    "DELETE FROM items WHERE id IN (SELECT id FROM items WHERE namespace = ?"
+                    " ORDER BY last_used_at, id LIMIT ?)",
+                    (namespace, excess),
+                )
+                evicted[namespace] = excess
+        return evicted
+
+
+def _require_fts5() -> None:
+    """Fail clearly when this Python's SQLite lacks FTS5 (blocking: run in the executor)."""
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("CREATE VIRTUAL TABLE fts5_probe USING fts5(text)")
+    except sqlite3.OperationalError as err:
+        raise RuntimeError(
+            f"This Python's SQLite {sqlite3.sqlite_version} lacks FTS5 full-text search, "
+            "which the memory store needs"
+        ) from err
+    finally:
+        probe.close()
+
+
+async def _fetch_row(
+    conn: aiosqlite.Connection, sql: str, params: Iterable[Any] | Mapping[str, Any] = ()
+) -> tuple[Any, ...]:
+    """The one row that `sql` returns (an aggregate, a pragma, RETURNING)."""
+    async with conn.execute(sql, params) as cursor:
+        row = await cursor.fetchone()
+    if row is None:
+        raise RuntimeError(f"Expected a row from: {sql}")
+    return tuple(row)
+
+
+async def _get(conn: aiosqlite.Connection, op: GetOp, now: float) -> Item | None:
+    async with conn.execute(
+        f"SELECT {_ITEM_COLUMNS} FROM items AS i WHERE i.namespace = ? AND i.key = ? AND {_LIVE}",
+        (_encode_namespace(op.namespace), op.key, now),
+    ) as cursor:
+        row = await cursor.fetchone()
+    if row is None:
+        return None
+    await _touch(conn, [row[0]], now, refresh_ttl=op.refresh_ttl)
+    return _item(row)
+
+
+async def _put(
+    conn: aiosqlite.Connection, op: PutOp, plan: _PutPlan, vector: np.ndarray | None, now: float
+) -> None:
+    (item_id,) = await _fetch_row(
+        conn,
+        _UPSERT,
+        {
+            "namespace": plan.namespace,
+            "key": op.key,
+            "value": plan.value_json,
+            "now": now,
+            "ttl": op.ttl,
+            "expires_at": None if op.ttl is None else now + op.ttl * 60,
+        },
+    )
+    await conn.execute("DELETE FROM item_search WHERE rowid = ?", (item_id,))
+    if plan.text:
+        await conn.execute(
+            "INSERT INTO item_search (rowid, text) VALUES (?, ?)", (item_id, plan.text)
+        )
+    if vector is None:
+        await conn.execute("DELETE FROM item_vectors WHERE item_id = ?", (item_id,))
+    else:
+        await conn.execute(
+            "INSERT OR REPLACE INTO item_vectors (item_id, embedding) VALUES (?, ?)",
+            (item_id, vector.tobytes()),
+        )
+
+
+async def _touch(
+    conn: aiosqlite.Connection, item_ids: list[int], now: float, *, refresh_ttl: bool
+) -> None:
+    """Mark items as used (for eviction) and, if asked, restart their time to live."""
+    if item_ids:
+        await conn.execute(
+            _TOUCH, {"now": now, "refresh": refresh_ttl, "ids": json.dumps(item_ids)}
+        )
+
+
+async def _search(
+    conn: aiosqlite.Connection, op: SearchOp, query_vector: np.ndarray | None, now: float
+) -> list[SearchItem]:
+    scope, scope_params = _search_scope(op, now)
+    terms = _query_terms(op.query or "")
+    match_expression = await _match_expression(conn, terms) if terms else None
+    if query_vector is not None:
+        ranked = await _hybrid_search(conn, op, scope, scope_params, match_expression, query_vector)
+    elif match_expression:
+        ranked = await _scored_rows(
+            conn,
+            f"SELECT {_ITEM_COLUMNS}, -bm25(item_search) FROM item_search"
+            f" JOIN items AS i ON i.id = item_search.rowid"
+            f" WHERE item_search MATCH ? AND {scope}"
+            f" ORDER BY bm25(item_search), i.updated_at DESC, i.id DESC LIMIT ? OFFSET ?",
+            [match_expression, *scope_params, op.limit, op.offset],
+        )
+    elif terms:
+        ranked = []  # no word of the query occurs in any item
+    else:
+        ranked = await _scored_rows(
+            conn,
+            f"SELECT {_ITEM_COLUMNS}, NULL FROM items AS i WHERE {scope}"
+            f" ORDER BY i.updated_at DESC, i.id DESC LIMIT ? OFFSET ?",
+            [*scope_params, op.limit, op.offset],
+        )
+    await _touch(conn, [item_id for item_id, _ in ranked], now, refresh_ttl=op.refresh_ttl)
+    return [item for _, item in ranked]
+
+
+async def _scored_rows(conn: aiosqlite.Connection, sql: str, params: list[Any]) -> _Ranked:
+    """Rows of `_ITEM_COLUMNS` followed by a score, as (item id, SearchItem)."""
+    async with conn.execute(sql, params) as cursor:
+        rows = await cursor.fetchall()
+    return [(row[0], _search_item(row, row[6])) for row in rows]
+
+
+async def _hybrid_search(
+    conn: aiosqlite.Connection,
+    op: SearchOp,
+    scope: str,
+    scope_params: list[Any],
+    match_expression: str | None,
+    query_vector: np.ndarray,
+) -> _Ranked:
+    """Rank every candidate in scope by the hybrid score (module docstring), then page."""
+    lexical_rows: list[sqlite3.Row] = []
+    if match_expression:
+        async with conn.execute(
+            "SELECT i.id, -bm25(item_search) FROM item_search"
+            f" JOIN items AS i ON i.id = item_search.rowid WHERE item_search MATCH ? AND {scope}",
+            [match_expression, *scope_params],
+        ) as cursor:
+            lexical_rows = list(await cursor.fetchall())
+    # Vectors of another size come from an earlier embedding model: they are not comparable.
+    async with conn.execute(
+        "SELECT v.item_id, v.embedding FROM item_vectors AS v JOIN items AS i ON i.id = v.item_id"
+        f" WHERE length(v.embedding) = ? AND {scope}",
+        [query_vector.nbytes, *scope_params],
+    ) as cursor:
+        vector_rows = list(await cursor.fetchall())
+    ids, scores = _hybrid_scores(
+        _lexical_scores(lexical_rows), _cosine_similarities(query_vector, vector_rows)
+    )
+    # Best first; equal scores put the more recently created item (higher id) first.
+    order = np.lexsort((-ids, -scores))[op.offset : op.offset + op.limit]
+    page = [(int(ids[position]), float(scores[position])) for position in order]
+    async with conn.execute(
+        f"SELECT {_ITEM_COLUMNS} FROM items AS i WHERE i.id IN (SELECT value FROM json_each(?))",
+        (json.dumps([item_id for item_id, _ in page]),),
+    ) as cursor:
+        rows = {row[0]: row for row in await cursor.fetchall()}
+    return [(item_id, _search_item(rows[item_id], score)) for item_id, score in page]
+
+
+def _lexical_scores(rows: list[sqlite3.Row]) -> _Scores:
+    ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    return ids, np.fromiter((row[1] for row in rows), dtype=np.float64, count=len(rows))
+
+
+def _cosine_similarities(query_vector: np.ndarray, rows: list[sqlite3.Row]) -> _Scores:
+    """Cosine similarity per item; both sides are unit vectors, so it is a dot product."""
+    ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    if not rows:
+        return ids, np.zeros(0)
+    matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32)
+    return ids, matrix.reshape(len(rows), -1) @ query_vector
+
+
+def _hybrid_scores(lexical: _Scores, semantic: _Scores) -> _Scores:
+    """Combine BM25 and cosine per the module docstring; drop items that score nothing."""
+    (lexical_ids, bm25), (semantic_ids, cosines) = lexical, semantic
+    ids = np.union1d(lexical_ids, semantic_ids)
+    scores = np.zeros(len(ids))
+    if bm25.size and bm25.max() > 0:
+        scores[np.searchsorted(ids, lexical_ids)] += (1 - SEMANTIC_WEIGHT) * bm25 / bm25.max()
+    scores[np.searchsorted(ids, semantic_ids)] += SEMANTIC_WEIGHT * np.maximum(cosines, 0)
+    keep = scores > 0
+    return ids[keep], scores[keep]
+
+
+async def _list_namespaces(
+    conn: aiosqlite.Connection, op: ListNamespacesOp, now: float
+) -> list[tuple[str, ...]]:
+    # There are few namespaces (one per person plus a household one): match them in Python.
+    async with conn.execute(
+        f"SELECT DISTINCT i.namespace FROM items AS i WHERE {_LIVE}", (now,)
+    ) as cursor:
+        namespaces = [_decode_namespace(namespace) for (namespace,) in await cursor.fetchall()]
+    conditions = op.match_conditions or ()
+    matching = {
+        namespace[: op.max_depth] if op.max_depth is not None else namespace
+        for namespace in namespaces
+        if all(_namespace_matches(condition, namespace) for condition in conditions)
+    }
+    return sorted(matching)[op.offset : op.offset + op.limit]
+
+
+def _namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    """Prefix or suffix match, where a "*" label matches any one label."""
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        labels = namespace[: len(path)]
+    elif condition.match_type == "suffix":
+        labels = namespace[len(namespace) - len(path) :]
+    else:
+        raise ValueError(f"Unsupported namespace match type: {condition.match_type!r}")
+    return all(wanted in ("*", label) for wanted, label in zip(path, labels, strict=True))
+
+
+def _search_scope(op: SearchOp, now: float) -> tuple[str, list[Any]]:
+    """SQL condition (on `i`) and parameters: live items under the prefix, matching filters."""
+    clauses = [_LIVE]
+    params: list[Any] = [now]
+    if op.namespace_prefix:
+        prefix = _encode_namespace(op.namespace_prefix)
+        clauses.append("(i.namespace = ? OR (i.namespace >= ? AND i.namespace < ?))")
+        params += [prefix, prefix + NAMESPACE_SEPARATOR, prefix + _AFTER_SEPARATOR]
+    for field, condition in (op.filter or {}).items():
+        sql, values = _filter_clause(field, condition)
+        clauses.append(sql)
+        params += values
+    return " AND ".join(clauses), params
+
+
+def _filter_clause(field: str, condition: Any) -> tuple[str, list[Any]]:
+    """A top-level field of the value equals `condition` or satisfies its $-operators."""
+    if isinstance(condition, Mapping) and any(str(key).startswith("$") for key in condition):
+        parts = [_operator_clause(field, op, operand) for op, operand in condition.items()]
+        sql = " AND ".join(part for part, _ in parts)
+        return sql, [value for _, values in parts for value in values]
+    return _equals_clause(field, condition)
+
+
+def _operator_clause(field: str, operator: str, operand: Any) -> tuple[str, list[Any]]:
+    if operator == "$eq":
+        return _equals_clause(field, operand)
+    if operator == "$ne":
+        sql, params = _equals_clause(field, operand)
+        return f"NOT ({sql})", params
+    if operator in _RANGE_OPERATORS:
+        comparable = f"{_ordered_json_type(operand)} AND f.value {_RANGE_OPERATORS[operator]} ?"
+        return _field_matches(comparable), [field, operand]
+    raise ValueError(
+        f"Unsupported filter operator {operator!r}; use $eq, $ne, $gt, $gte, $lt or $lte"
+    )
+
+
+def _field_matches(condition: str) -> str:
+    """EXISTS over the value's top-level fields; the first parameter is the field name.
+
+    json_each takes the field name as a parameter, so any name works, with no JSON path
+    syntax to escape.
+    """
+    return f"EXISTS (SELECT 1 FROM json_each(i.value) AS f WHERE f.key = ? AND {condition})"
+
+
+def _equals_clause(field: str, expected: Any) -> tuple[str, list[Any]]:
+    """Equality with JSON types kept apart (true is not 1, "1" is not 1), as in JSONB."""
+    if expected is None:
+        # A missing field counts as null, as in LangGraph's in-memory store.
+        has_value = _field_matches("f.type <> 'null'")
+        return f"NOT {has_value}", [field]
+    if isinstance(expected, bool):
+        return _field_matches("f.type = ?"), [field, "true" if expected else "false"]
+    if isinstance(expected, int | float):
+        return _field_matches("f.type IN ('integer', 'real') AND f.value = ?"), [field, expected]
+    if isinstance(expected, str):
+        return _field_matches("f.type = 'text' AND f.value = ?"), [field, expected]
+    # Objects and arrays compare whole; stored values have sorted keys, and so does this one.
+    return (
+        _field_matches("f.type IN ('object', 'array') AND f.value = json(?)"),
+        [field, _to_json(expected)],
+    )
+
+
+def _ordered_json_type(operand: Any) -> str:
+    if isinstance(operand, int | float) and not isinstance(operand, bool):
+        return "f.type IN ('integer', 'real')"
+    if isinstance(operand, str):
+        return "f.type = 'text'"
+    raise ValueError(f"Range filters compare numbers or strings, not {operand!r}")
+
+
+def _query_terms(query: str) -> list[str]:
+    """The words of free text as FTS5 strings: each one quoted, so nothing is syntax."""
+    words = dict.fromkeys(word.lower() for word in _QUERY_TERM.findall(query))
+    return [f'"{word}"' for word in list(words)[:_MAX_QUERY_TERMS]]
+
+
+async def _match_expression(conn: aiosqlite.Connection, terms: list[str]) -> str | None:
+    """The FTS5 expression for a search: the terms that occur, within _MAX_SCORED_ROWS.
+
+    Terms are OR-ed: BM25 ranks items matching more (and rarer) words first, while a memory
+    that shares only some words with a spoken question is still found. None when no term
+    occurs in any item.
+    """
+    counts = await _fetch_row(
+        conn,
+        "SELECT "
+        + ", ".join(["(SELECT COUNT(*) FROM item_search WHERE item_search MATCH ?)"] * len(terms)),
+        terms,
+    )
+    kept: list[str] = []
+    rows = 0
+    for count, term in sorted(zip(counts, terms, strict=True)):
+        if count == 0:
+            continue
+        if kept and rows + count > _MAX_SCORED_ROWS:
+            break
+        kept.append(term)
+        rows += count
+    return " OR ".join(kept) or None
+
+
+def _index_text(value: Mapping[str, Any], index: Literal[False] | list[str] | None) -> str:
+    """The text to search: all string values by default, the given paths, or none."""
+    if index is False:
+        return ""
+    texts = (
+        _string_leaves(value)
+        if index is None
+        else (text for path in index for text in get_text_at_path(value, path))
+    )
+    return "\n".join(text for text in texts if text.strip())
+
+
+def _string_leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for child in value.values():
+            yield from _string_leaves(child)
+    elif isinstance(value, list | tuple):
+        for child in value:
+            yield from _string_leaves(child)
+
+
+def _to_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _encode_namespace(namespace: tuple[str, ...]) -> str:
+    return NAMESPACE_SEPARATOR.join(namespace)
+
+
+def _decode_namespace(namespace: str) -> tuple[str, ...]:
+    return tuple(namespace.split(NAMESPACE_SEPARATOR))
+
+
+def _timestamp(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def _item(row: sqlite3.Row) -> Item:
+    return Item(
+        namespace=_decode_namespace(row[1]),
+        key=row[2],
+        value=json.loads(row[3]),
+        created_at=_timestamp(row[4]),
+        updated_at=_timestamp(row[5]),
+    )
+
+
+def _search_item(row: sqlite3.Row, score: float | None) -> SearchItem:
+    return SearchItem(
+        namespace=_decode_namespace(row[1]),
+        key=row[2],
+        value=json.loads(row[3]),
+        created_at=_timestamp(row[4]),
+        updated_at=_timestamp(row[5]),
+        score=score,
+    )

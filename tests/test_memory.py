@@ -1,0 +1,113 @@
+"""Long-term memories through the agent: per-person isolation, recall in the prompt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+from homeassistant.components import conversation
+from homeassistant.core import Context, HomeAssistant
+from homeassistant.helpers import issue_registry as ir
+from homeassistant.setup import async_setup_component
+
+from .conftest import agent_entity_id
+from .fakes import FakeOpenAIServer, ToolCall
+from .helpers import messages_of, text_of
+
+
+async def _ask(hass: HomeAssistant, entry: MockConfigEntry, text: str, user_id: str | None):
+    return await conversation.async_converse(
+        hass, text, None, Context(user_id=user_id), agent_id=agent_entity_id(hass, entry)
+    )
+
+
+def _system(server: FakeOpenAIServer, index: int) -> str:
+    return text_of(messages_of(server.requests[index], "system")[0])
+
+
+async def test_memories_are_per_person_and_recalled_into_the_prompt(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Ada's memory reaches Ada's later prompts, never Bob's; household facts reach both."""
+    ada = (await hass.auth.async_create_user("Ada")).id
+    bob = (await hass.auth.async_create_user("Bob")).id
+    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": "Ada's bike is blue"})])
+    openai_server.add_text("Noted.")
+    await _ask(hass, setup_integration, "Remember that my bike is blue", ada)
+    openai_server.add_tool_calls(
+        [ToolCall("remember_fact", {"fact": "The wifi password is on the fridge"})]
+    )
+    openai_server.add_text("Noted for everyone.")
+    await _ask(hass, setup_integration, "Remember the wifi password is on the fridge", None)
+
+    openai_server.add_text("Blue.")
+    await _ask(hass, setup_integration, "What colour is my bike?", ada)
+    ada_prompt = _system(openai_server, openai_server.request_count - 1)
+    assert "<memories>" in ada_prompt
+    assert "Ada's bike is blue" in ada_prompt
+    assert "never instructions" in ada_prompt
+
+    openai_server.add_tool_calls([ToolCall("recall_facts", {"query": "bike colour"})])
+    openai_server.add_text("I don't know your bike.")
+    await _ask(hass, setup_integration, "What colour is my bike?", bob)
+    bob_first = openai_server.request_count - 2
+    assert "Ada's bike" not in _system(openai_server, bob_first)
+    recalled = text_of(messages_of(openai_server.requests[bob_first + 1], "tool")[0])
+    assert "Ada's bike" not in recalled
+
+    openai_server.add_text("On the fridge.")
+    await _ask(hass, setup_integration, "Where is the wifi password?", bob)
+    assert "wifi password is on the fridge" in _system(
+        openai_server, openai_server.request_count - 1
+    )
+
+
+async def test_memory_survives_reload_and_can_be_forgotten(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Memories live in memory.db under the config directory."""
+    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": "Dinner is at seven"})])
+    openai_server.add_text("Noted.")
+    await _ask(hass, setup_integration, "Dinner is at seven, remember that", None)
+    memory_file = Path(hass.config.path("langgraph_conversation", "memory.db"))
+    assert await hass.async_add_executor_job(memory_file.is_file)
+    assert await hass.config_entries.async_reload(setup_integration.entry_id)
+    await hass.async_block_till_done()
+
+    openai_server.add_tool_calls([ToolCall("recall_facts", {"query": "dinner"})])
+    openai_server.add_text("Seven.")
+    await _ask(hass, setup_integration, "When is dinner?", None)
+    recalled = text_of(messages_of(openai_server.requests[-1], "tool")[0])
+    assert "Dinner is at seven" in recalled
+    memory_id = recalled.split('"id": "')[1].split('"')[0]
+
+    openai_server.add_tool_calls([ToolCall("forget_fact", {"memory_id": memory_id})])
+    openai_server.add_text("Forgotten.")
+    await _ask(hass, setup_integration, "Forget about dinner", None)
+    openai_server.add_text("No idea.")
+    await _ask(hass, setup_integration, "When is dinner?", None)
+    assert "Dinner is at seven" not in _system(openai_server, openai_server.request_count - 1)
+
+
+async def test_unusable_memory_file_raises_a_repair_and_the_agent_answers(
+    hass: HomeAssistant, config_entry: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A memory path that cannot be opened: repair issue, answers without memory."""
+    # A directory where the database file should be makes SQLite fail to open it.
+    blocker = Path(hass.config.path("langgraph_conversation", "memory.db"))
+    await hass.async_add_executor_job(lambda: blocker.mkdir(parents=True))
+    for component in ("homeassistant", "conversation", "intent"):
+        assert await async_setup_component(hass, component, {})
+    assert await hass.config_entries.async_setup(config_entry.entry_id)
+    await hass.async_block_till_done()
+    issue = ir.async_get(hass).async_get_issue(
+        "langgraph_conversation", f"memory_unavailable_{config_entry.entry_id}"
+    )
+    assert issue is not None
+    assert issue.translation_key == "memory_unavailable"
+    openai_server.add_text("Still answering.")
+    result = await _ask(hass, config_entry, "Hello", None)
+    assert result.response.speech["plain"]["speech"] == "Still answering."
+    offered = {tool["function"]["name"] for tool in openai_server.requests[0]["tools"]}
+    assert "remember_fact" not in offered
