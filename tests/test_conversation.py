@@ -191,3 +191,39 @@ async def test_parallel_tool_calls_are_recorded_in_chat_log(
     assert content[5].content == "Both lights are on."
     # Both tool results went back to the model in one follow-up request.
     assert len(messages_of(openai_server.requests[1], "tool")) == 2
+
+
+async def test_other_agents_turns_are_folded_into_the_thread(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A command Home Assistant handled locally in the same conversation reaches the model."""
+    agent_id = agent_entity_id(hass, setup_integration)
+    openai_server.add_text("Hi!")
+    first = await conversation.async_converse(hass, "Hello", None, Context(), agent_id=agent_id)
+    # Home Assistant's own agent answers a command in the same conversation.
+    with (
+        chat_session.async_get_chat_session(hass, first.conversation_id) as session,
+        conversation.async_get_chat_log(hass, session) as chat_log,
+    ):
+        chat_log.async_add_user_content(conversation.UserContent("Turn on the porch light"))
+        chat_log.async_add_assistant_content_without_tools(
+            conversation.AssistantContent(
+                agent_id="conversation.home_assistant", content="Turned on the porch light"
+            )
+        )
+    openai_server.add_text("It is on, as you asked.")
+    await conversation.async_converse(
+        hass, "Is the porch light on?", first.conversation_id, Context(), agent_id=agent_id
+    )
+    seen = [
+        (m["role"], text_of(m))
+        for m in openai_server.requests[-1]["messages"]
+        if m["role"] != "system"
+    ]
+    assert seen == [
+        ("user", "Hello"),
+        ("assistant", "Hi!"),
+        ("user", "Turn on the porch light"),
+        ("assistant", "Turned on the porch light"),
+        ("user", "Is the porch light on?"),
+    ]

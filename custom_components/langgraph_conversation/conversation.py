@@ -89,6 +89,36 @@ def tool_result_delta(done: ToolCallFinished) -> dict[str, Any]:
     return delta
 
 
+def earlier_content(chat_log: conversation.ChatLog, agent_id: str) -> tuple[tuple[str, str], ...]:
+    """What the ChatLog gained since this agent last spoke, before the current request.
+
+    Another agent may have handled some requests of the same conversation (Home
+    Assistant's local command handling, for instance) or an automation may have made an
+    announcement. Those turns are not in our thread; they are folded in as plain text.
+    """
+    content = chat_log.content
+    # Index 0 is the system prompt and the last element the current request. Without
+    # a contribution of ours yet, everything in between is someone else's.
+    start = 1
+    for index in range(len(content) - 2, 0, -1):
+        if getattr(content[index], "agent_id", None) == agent_id:
+            start = index + 1
+            break
+    folded: list[tuple[str, str]] = []
+    pending_request: str | None = None
+    for item in content[start:-1]:
+        if isinstance(item, conversation.UserContent):
+            # A request nobody answered (one of our failed turns) stays out, as it
+            # was removed from our thread on purpose.
+            pending_request = item.content
+        elif isinstance(item, conversation.AssistantContent) and item.content:
+            if pending_request is not None:
+                folded.append(("user", pending_request))
+                pending_request = None
+            folded.append(("assistant", item.content))
+    return tuple(folded)
+
+
 def confirmation_question(actions: tuple[str, ...]) -> str:
     """The question that asks the user to confirm critical actions, in HA's language."""
     return async_get_exception_message(
@@ -198,6 +228,7 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
                 ),
             ],
             max_tool_rounds=options.get(CONF_MAX_TOOL_ROUNDS, DEFAULT_MAX_TOOL_ROUNDS),
+            earlier=earlier_content(chat_log, self.entity_id),
             memory=(
                 MemoryScope.for_user(user_input.context.user_id)
                 if options.get(CONF_MEMORY, True)

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 import weakref
 
-from langchain_core.messages import HumanMessage, RemoveMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.tools import BaseTool
 from langchain_litellm import ChatLiteLLM
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -53,6 +53,9 @@ class Turn:
     settings: ModelSettings
     tools: list[BaseTool]
     max_tool_rounds: int
+    # What happened in the conversation since this agent's last turn without it
+    # (commands another agent handled, announcements), as (role, text) pairs.
+    earlier: tuple[tuple[str, str], ...] = ()
     # Whose memories this turn may use; None turns memory off for the turn.
     memory: MemoryScope | None = None
     memory_recall_limit: int = 5
@@ -142,7 +145,7 @@ class AgentRuntime:
                 # assistant's tool calls), which would otherwise end without results.
                 messages = messages[: _last_human_index(messages)]
             else:
-                graph_input = {"messages": [HumanMessage(turn.text)]}
+                graph_input = {"messages": [*_folded(turn.earlier), HumanMessage(turn.text)]}
             before = {message.id for message in messages}
             try:
                 answered = False
@@ -228,3 +231,12 @@ def _last_human_index(messages: list[Any]) -> int:
         if isinstance(messages[index], HumanMessage):
             return index
     return len(messages)
+
+
+def _folded(earlier: tuple[tuple[str, str], ...]) -> list[HumanMessage | AIMessage]:
+    """Messages for what others said in the conversation, so the model knows about it."""
+    return [
+        HumanMessage(text) if role == "user" else AIMessage(text)
+        for role, text in earlier
+        if text.strip()
+    ]
