@@ -37,6 +37,7 @@ from .const import (
     CONF_API_BASE,
     CONF_API_KEY,
     CONF_COMPACT_CONTEXT,
+    CONF_HISTORY_BUDGET,
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
     CONF_MAX_TOOL_ROUNDS,
@@ -47,6 +48,7 @@ from .const import (
     CONF_TEMPERATURE,
     CONF_TOOL_CATEGORIES,
     DEFAULT_CONVERSATION_NAME,
+    DEFAULT_HISTORY_BUDGET,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_REQUEST_TIMEOUT,
@@ -86,6 +88,7 @@ DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
     CONF_TOOL_CATEGORIES: DEFAULT_TOOL_CATEGORIES,
     CONF_COMPACT_CONTEXT: False,
     CONF_MEMORY: True,
+    CONF_HISTORY_BUDGET: DEFAULT_HISTORY_BUDGET,
     CONF_PROMPT: llm.DEFAULT_INSTRUCTIONS_PROMPT,
     CONF_TEMPERATURE: DEFAULT_TEMPERATURE,
     CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
@@ -214,6 +217,9 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
             ),
             vol.Optional(CONF_COMPACT_CONTEXT, default=False): BooleanSelector(),
             vol.Optional(CONF_MEMORY, default=True): BooleanSelector(),
+            vol.Optional(CONF_HISTORY_BUDGET, default=DEFAULT_HISTORY_BUDGET): NumberSelector(
+                NumberSelectorConfig(min=0, max=200000, step=100, mode=NumberSelectorMode.BOX)
+            ),
             vol.Optional(CONF_TEMPERATURE, default=DEFAULT_TEMPERATURE): NumberSelector(
                 NumberSelectorConfig(min=0, max=2, step=0.05, mode=NumberSelectorMode.SLIDER)
             ),
@@ -241,7 +247,7 @@ def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str,
         options[CONF_LLM_HASS_API] = apis
     else:
         options.pop(CONF_LLM_HASS_API, None)
-    for key in (CONF_MAX_TOKENS, CONF_MAX_TOOL_ROUNDS, CONF_REQUEST_TIMEOUT):
+    for key in (CONF_MAX_TOKENS, CONF_MAX_TOOL_ROUNDS, CONF_REQUEST_TIMEOUT, CONF_HISTORY_BUDGET):
         if key in options:
             options[key] = int(options[key])
     return options

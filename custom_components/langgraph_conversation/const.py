@@ -21,6 +21,7 @@ CONF_REQUEST_TIMEOUT: Final = "request_timeout"
 CONF_TOOL_CATEGORIES: Final = "tool_categories"
 CONF_COMPACT_CONTEXT: Final = "compact_context"
 CONF_MEMORY: Final = "memory"
+CONF_HISTORY_BUDGET: Final = "history_token_budget"
 
 SUBENTRY_CONVERSATION: Final = "conversation"
 
@@ -29,6 +30,9 @@ DEFAULT_TEMPERATURE: Final = 0.7
 DEFAULT_MAX_TOKENS: Final = 1024
 DEFAULT_MAX_TOOL_ROUNDS: Final = 8
 DEFAULT_REQUEST_TIMEOUT: Final = 60
+# Tokens of conversation history kept verbatim before older turns are summarised; suits
+# an 8k-context local model once the system prompt and tools are counted.
+DEFAULT_HISTORY_BUDGET: Final = 4000
 DEFAULT_TOOL_CATEGORIES: Final = ["entities", "lights", "media", "weather"]
 
 # Seconds the config flow waits for its one validation request.

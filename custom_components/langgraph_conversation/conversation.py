@@ -28,6 +28,7 @@ from .agent.model import ModelErrorKind, ModelSettings
 from .agent.runtime import Turn, TurnError
 from .const import (
     CONF_COMPACT_CONTEXT,
+    CONF_HISTORY_BUDGET,
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
     CONF_MAX_TOOL_ROUNDS,
@@ -36,6 +37,7 @@ from .const import (
     CONF_REQUEST_TIMEOUT,
     CONF_TEMPERATURE,
     CONF_TOOL_CATEGORIES,
+    DEFAULT_HISTORY_BUDGET,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_REQUEST_TIMEOUT,
@@ -235,6 +237,7 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
                 else None
             ),
             memory_recall_limit=MEMORY_RECALL_LIMIT,
+            history_budget=options.get(CONF_HISTORY_BUDGET, DEFAULT_HISTORY_BUDGET) or None,
         )
         runtime = self.entry.runtime_data
         try:

@@ -15,9 +15,11 @@ from langgraph.types import interrupt
 
 from .confirmation import INTERRUPT_KIND, calls_needing_confirmation, is_affirmative
 from .events import MessageStarted, TextDelta, ToolCallsRequested
+from .history import compact_history, summary_section
 from .state import AgentState, TurnContext
 from .tool_calls import requested_calls, run_tool_calls
 
+HISTORY_NODE = "history"
 MODEL_NODE = "model"
 TOOLS_NODE = "tools"
 
@@ -68,7 +70,10 @@ async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
     write = runtime.stream_writer
     write(MessageStarted())
     merged: AIMessageChunk | None = None
-    prompt = [SystemMessage(context.system_prompt), *state["messages"]]
+    system = "\n\n".join(
+        part for part in (context.system_prompt, summary_section(state.get("summary", ""))) if part
+    )
+    prompt = [SystemMessage(system), *state["messages"]]
     async for chunk in context.model.astream(prompt):
         if text := chunk_text(chunk):
             write(TextDelta(text))
@@ -121,17 +126,27 @@ def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
     return END
 
 
+async def fit_history(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Before the turn's first model call: summarise old turns if the thread is too long."""
+    context = runtime.context
+    if context.chat_model is None:
+        return {}
+    return await compact_history(context.chat_model, dict(state), context.history_budget)
+
+
 def build_assistant_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
     """The ReAct tool loop, compiled once per runtime (never per turn)."""
     graph = StateGraph(AgentState, context_schema=TurnContext)
+    graph.add_node(HISTORY_NODE, fit_history)
     graph.add_node(MODEL_NODE, call_model)
     graph.add_node(TOOLS_NODE, call_tools)
-    graph.add_edge(START, MODEL_NODE)
+    graph.add_edge(START, HISTORY_NODE)
+    graph.add_edge(HISTORY_NODE, MODEL_NODE)
     graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, END])
     graph.add_edge(TOOLS_NODE, MODEL_NODE)
     return graph.compile(checkpointer=checkpointer)
 
 
 def recursion_limit(max_tool_rounds: int) -> int:
-    """Graph steps for `max_tool_rounds` tool rounds plus the final answer."""
-    return 2 * max_tool_rounds + 1
+    """Graph steps for the history step, `max_tool_rounds` tool rounds and the answer."""
+    return 2 * max_tool_rounds + 2

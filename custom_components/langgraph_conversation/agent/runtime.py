@@ -59,6 +59,8 @@ class Turn:
     # Whose memories this turn may use; None turns memory off for the turn.
     memory: MemoryScope | None = None
     memory_recall_limit: int = 5
+    # Token budget of the thread before older turns are summarised; None keeps all.
+    history_budget: int | None = None
 
 
 class AgentRuntime:
@@ -134,7 +136,9 @@ class AgentRuntime:
             "recursion_limit": recursion_limit(turn.max_tool_rounds),
         }
         system_prompt, tools = await self._with_memory(turn)
-        context = TurnContext.create(system_prompt, self.chat_model(turn.settings), tools)
+        context = TurnContext.create(
+            system_prompt, self.chat_model(turn.settings), tools, turn.history_budget
+        )
         async with self._lock(turn.thread_id):
             await self._touch_thread(turn.thread_id)
             messages = await self.messages(turn.thread_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, TypedDict
+from typing import Annotated, NotRequired, TypedDict
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
@@ -14,9 +14,12 @@ from langgraph.graph.message import add_messages
 
 
 class AgentState(TypedDict):
-    """Checkpointed per thread. Only langchain messages, so strict msgpack can revive it."""
+    """Checkpointed per thread: langchain messages and plain text, so strict msgpack can
+    revive it."""
 
     messages: Annotated[list[AnyMessage], add_messages]
+    # Older turns that were summarised away (see history.py).
+    summary: NotRequired[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +34,21 @@ class TurnContext:
     system_prompt: str
     model: Runnable
     tools: Mapping[str, BaseTool] = field(default_factory=dict)
+    # The unbound chat model, for housekeeping calls such as summaries.
+    chat_model: BaseChatModel | None = None
+    # Token budget of the thread before older turns are summarised; None keeps all.
+    history_budget: int | None = None
 
     @classmethod
     def create(
-        cls, system_prompt: str, chat_model: BaseChatModel, tools: list[BaseTool]
+        cls,
+        system_prompt: str,
+        chat_model: BaseChatModel,
+        tools: list[BaseTool],
+        history_budget: int | None = None,
     ) -> TurnContext:
         """Bind the tools to the model once per turn, not once per model call."""
         model: Runnable = chat_model.bind_tools(tools) if tools else chat_model
-        return cls(system_prompt, model, {tool.name: tool for tool in tools})
+        return cls(
+            system_prompt, model, {tool.name: tool for tool in tools}, chat_model, history_budget
+        )

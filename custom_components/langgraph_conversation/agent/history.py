@@ -1,0 +1,83 @@
+"""Keeping long threads within the model's context: older turns become a summary.
+
+LangGraph keeps every message of a thread. A voice assistant's thread can run for weeks,
+and local models have small contexts (8k tokens is common), so before each turn the
+thread is measured; when it is over the agent's budget, the oldest whole turns are
+summarised by the model and removed, and the summary (kept in the thread's state) rides
+along in the system prompt from then on.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AnyMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+)
+from langchain_core.messages.utils import count_tokens_approximately, get_buffer_string
+
+_LOGGER = logging.getLogger(__name__)
+
+SUMMARY_INSTRUCTIONS = (
+    "You keep the memory of a conversation between a person and their home assistant. "
+    "Write a short summary of the conversation below, merged with the earlier summary if "
+    "there is one: what the person asked for, what was done in the home, facts and "
+    "preferences they mentioned, and anything still open. Plain text, at most 120 words."
+)
+
+
+def summary_section(summary: str) -> str:
+    """How the running summary appears in the system prompt."""
+    return f"<conversation_summary>\n{summary}\n</conversation_summary>" if summary else ""
+
+
+def split_for_summary(messages: list[AnyMessage], budget: int) -> int:
+    """How many leading messages to summarise so the rest fits `budget` tokens.
+
+    Cuts only before a user message, so a tool call is never separated from its result,
+    and always keeps the latest user message and what follows it. 0 means nothing to do.
+    """
+    if count_tokens_approximately(messages) <= budget:
+        return 0
+    turn_starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage) and i > 0]
+    for cut in turn_starts:
+        if count_tokens_approximately(messages[cut:]) <= budget:
+            return cut
+    return turn_starts[-1] if turn_starts else 0
+
+
+async def summarize(model: BaseChatModel, earlier_summary: str, messages: list[AnyMessage]) -> str:
+    """The model's summary of `messages`, merged with the earlier summary."""
+    transcript = get_buffer_string(messages, human_prefix="Person", ai_prefix="Assistant")
+    prompt = [
+        SystemMessage(SUMMARY_INSTRUCTIONS),
+        HumanMessage(
+            (f"Earlier summary:\n{earlier_summary}\n\n" if earlier_summary else "")
+            + f"Conversation:\n{transcript}"
+        ),
+    ]
+    answer = await model.ainvoke(prompt)
+    return answer.text.strip() if isinstance(answer.text, str) else str(answer.content)
+
+
+async def compact_history(
+    model: BaseChatModel, state: dict[str, Any], budget: int | None
+) -> dict[str, Any]:
+    """State update that summarises the oldest turns when the thread is over budget."""
+    messages: list[AnyMessage] = state["messages"]
+    if not budget or not (cut := split_for_summary(messages, budget)):
+        return {}
+    try:
+        summary = await summarize(model, state.get("summary", ""), messages[:cut])
+    except Exception as err:  # noqa: BLE001  an unsummarised thread is still usable
+        _LOGGER.warning("Could not summarise a long conversation, keeping it whole: %s", err)
+        return {}
+    return {
+        "summary": summary,
+        "messages": [RemoveMessage(id=message.id) for message in messages[:cut]],
+    }
