@@ -101,9 +101,7 @@ async def test_unusable_memory_file_raises_a_repair_and_the_agent_answers(
         assert await async_setup_component(hass, component, {})
     assert await hass.config_entries.async_setup(config_entry.entry_id)
     await hass.async_block_till_done()
-    issue = ir.async_get(hass).async_get_issue(
-        "langgraph_conversation", f"memory_unavailable_{config_entry.entry_id}"
-    )
+    issue = ir.async_get(hass).async_get_issue("langgraph_conversation", "memory_unavailable")
     assert issue is not None
     assert issue.translation_key == "memory_unavailable"
     openai_server.add_text("Still answering.")
@@ -111,3 +109,44 @@ async def test_unusable_memory_file_raises_a_repair_and_the_agent_answers(
     assert result.response.speech["plain"]["speech"] == "Still answering."
     offered = {tool["function"]["name"] for tool in openai_server.requests[0]["tools"]}
     assert "remember_fact" not in offered
+
+
+async def test_entries_share_one_memory_file(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, ollama_server, openai_server
+) -> None:
+    """A fact saved through one model's agent is known to another model's agent."""
+    from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
+    from homeassistant.config_entries import ConfigSubentryData
+
+    other = MockConfigEntry(
+        domain="langgraph_conversation",
+        data={"model": "ollama_chat/llama3.2", "api_base": ollama_server.base_url},
+        subentries_data=[
+            ConfigSubentryData(
+                data=DEFAULT_AGENT_OPTIONS,
+                subentry_type="conversation",
+                title="Local",
+                unique_id=None,
+            )
+        ],
+    )
+    other.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(other.entry_id)
+    await hass.async_block_till_done()
+    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": "The cat is called Mia"})])
+    openai_server.add_text("Noted.")
+    await _ask(hass, setup_integration, "Our cat is called Mia", None)
+
+    ollama_server.add_text("Mia.")
+    await conversation.async_converse(
+        hass, "What is the cat called?", None, Context(), agent_id=agent_entity_id(hass, other)
+    )
+    system = ollama_server.requests[-1]["messages"][0]["content"]
+    assert "The cat is called Mia" in system
+    # Unloading one entry keeps the file open for the other.
+    assert await hass.config_entries.async_unload(setup_integration.entry_id)
+    ollama_server.add_text("Still Mia.")
+    await conversation.async_converse(
+        hass, "And the cat?", None, Context(), agent_id=agent_entity_id(hass, other)
+    )
+    assert "The cat is called Mia" in ollama_server.requests[-1]["messages"][0]["content"]

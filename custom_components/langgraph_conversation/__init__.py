@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
-import sqlite3
 
 from langgraph.checkpoint.memory import InMemorySaver
 
 from homeassistant.config_entries import ConfigEntry, ConfigEntryState
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
 from homeassistant.core import Event, HomeAssistant
-from homeassistant.helpers import config_validation as cv, issue_registry as ir
+from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers.typing import ConfigType
 
 # Importing the agent package sets LiteLLM's environment switches before LiteLLM loads.
@@ -25,9 +23,8 @@ from .const import (
     CONF_MODEL,
     DOMAIN,
     MAX_THREADS_IN_MEMORY,
-    MEMORY_FILE,
 )
-from .storage.store import SqliteStore
+from .persistence import async_acquire_storage, async_release_storage
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -51,9 +48,9 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     )
     # LiteLLM imports provider modules on its first call; do that off the event loop.
     await hass.async_add_executor_job(warm_up, access)
-    store = await _async_open_memory(hass, entry)
+    storage = await async_acquire_storage(hass, entry)
     entry.runtime_data = AgentRuntime(
-        access, InMemorySaver(), store=store, max_threads=MAX_THREADS_IN_MEMORY
+        access, InMemorySaver(), store=storage.memory, max_threads=MAX_THREADS_IN_MEMORY
     )
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     entry.async_on_unload(entry.add_update_listener(_async_reload))
@@ -61,30 +58,6 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _async_release_on_stop)
     )
     return True
-
-
-async def _async_open_memory(
-    hass: HomeAssistant, entry: LangGraphConfigEntry
-) -> SqliteStore | None:
-    """Open the memory file; without it the agents still answer, and a repair says why."""
-    path = Path(hass.config.path(DOMAIN, MEMORY_FILE))
-    try:
-        store = await SqliteStore.open(path)
-    except (OSError, sqlite3.Error) as err:
-        _LOGGER.error("Long-term memory is unavailable (%s): %s", path, err)
-        ir.async_create_issue(
-            hass,
-            DOMAIN,
-            f"memory_unavailable_{entry.entry_id}",
-            is_fixable=False,
-            severity=ir.IssueSeverity.ERROR,
-            translation_key="memory_unavailable",
-            translation_placeholders={"path": str(path), "error": str(err)},
-        )
-        return None
-    ir.async_delete_issue(hass, DOMAIN, f"memory_unavailable_{entry.entry_id}")
-    entry.async_on_unload(store.aclose)
-    return store
 
 
 async def _async_release_on_stop(event: Event) -> None:
@@ -101,6 +74,7 @@ async def async_unload_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) -
     """Unload the agents; the last entry also closes LiteLLM's shared clients."""
     if not await hass.config_entries.async_unload_platforms(entry, PLATFORMS):
         return False
+    await async_release_storage(hass, entry)
     others_loaded = any(
         other.entry_id != entry.entry_id and other.state is ConfigEntryState.LOADED
         for other in hass.config_entries.async_entries(DOMAIN)
