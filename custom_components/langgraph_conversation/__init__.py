@@ -49,9 +49,12 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     # LiteLLM imports provider modules on its first call; do that off the event loop.
     await hass.async_add_executor_job(warm_up, access)
     storage = await async_acquire_storage(hass, entry)
-    entry.runtime_data = AgentRuntime(
-        access, InMemorySaver(), store=storage.memory, max_threads=MAX_THREADS_IN_MEMORY
-    )
+    if storage.threads is not None:
+        entry.runtime_data = AgentRuntime(access, storage.threads, store=storage.memory)
+    else:
+        entry.runtime_data = AgentRuntime(
+            access, InMemorySaver(), store=storage.memory, max_threads=MAX_THREADS_IN_MEMORY
+        )
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     entry.async_on_unload(entry.add_update_listener(_async_reload))
     entry.async_on_unload(

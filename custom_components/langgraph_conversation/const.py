@@ -38,9 +38,15 @@ DEFAULT_TOOL_CATEGORIES: Final = ["entities", "lights", "media", "weather"]
 # Seconds the config flow waits for its one validation request.
 VALIDATION_TIMEOUT: Final = 30
 
-# Conversations kept in memory per entry; the least recently used are forgotten first.
+# Conversations kept per entry when threads.db is unavailable and they live in memory;
+# the least recently used are forgotten first.
 MAX_THREADS_IN_MEMORY: Final = 200
 
-# Long-term memories, under <config>/langgraph_conversation/.
+# Storage under <config>/langgraph_conversation/: conversations and long-term memories.
+THREADS_FILE: Final = "threads.db"
 MEMORY_FILE: Final = "memory.db"
+# Checkpoints kept per conversation: enough to resume (also a pending confirmation).
+CHECKPOINTS_KEPT_PER_THREAD: Final = 3
+# Conversations unused for this many days are deleted.
+THREAD_IDLE_DAYS: Final = 30
 MEMORY_RECALL_LIMIT: Final = 5
