@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
+from freezegun.api import FrozenDateTimeFactory
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
-from homeassistant.helpers import issue_registry as ir
+from homeassistant.helpers import device_registry as dr, issue_registry as ir
 from homeassistant.setup import async_setup_component
 
 from .conftest import agent_entity_id
@@ -93,3 +95,57 @@ async def test_unusable_threads_file_falls_back_to_memory(
         "assistant",
         "user",
     ]
+
+
+async def _ask_from(
+    hass: HomeAssistant, entry: MockConfigEntry, text: str, device_id: str | None
+) -> conversation.ConversationResult:
+    """A new conversation (no id), as a satellite starts one at each wake word."""
+    return await conversation.async_converse(
+        hass, text, None, Context(), agent_id=agent_entity_id(hass, entry), device_id=device_id
+    )
+
+
+async def test_continue_recent_conversation_window(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """A new wake word on the same satellite within 5 minutes continues the thread."""
+    kitchen = (
+        dr.async_get(hass)
+        .async_get_or_create(
+            config_entry_id=setup_integration.entry_id, identifiers={("test", "kitchen")}
+        )
+        .id
+    )
+    hallway = (
+        dr.async_get(hass)
+        .async_get_or_create(
+            config_entry_id=setup_integration.entry_id, identifiers={("test", "hallway")}
+        )
+        .id
+    )
+    openai_server.add_text("Sunny today.")
+    await _ask_from(hass, setup_integration, "Weather today?", kitchen)
+
+    freezer.tick(timedelta(minutes=2))
+    openai_server.add_text("Rain tomorrow.")
+    await _ask_from(hass, setup_integration, "And tomorrow?", kitchen)
+    assert [text_of(m) for m in openai_server.requests[-1]["messages"][1:]] == [
+        "Weather today?",
+        "Sunny today.",
+        "And tomorrow?",
+    ]
+
+    # Another satellite starts fresh.
+    openai_server.add_text("Which day?")
+    await _ask_from(hass, setup_integration, "And tomorrow?", hallway)
+    assert len(openai_server.requests[-1]["messages"]) == 2
+
+    # The same satellite after the window starts fresh too.
+    freezer.tick(timedelta(minutes=6))
+    openai_server.add_text("Which day?")
+    await _ask_from(hass, setup_integration, "And then?", kitchen)
+    assert len(openai_server.requests[-1]["messages"]) == 2

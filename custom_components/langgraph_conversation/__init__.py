@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from langgraph.checkpoint.memory import InMemorySaver
-
 from homeassistant.config_entries import ConfigEntry, ConfigEntryState
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
 from homeassistant.core import Event, HomeAssistant
@@ -16,7 +14,7 @@ from homeassistant.helpers.typing import ConfigType
 # Home Assistant imports this module in its executor, so these heavy imports stay off
 # the event loop.
 from .agent.model import ModelAccess, async_release_shared_clients, warm_up
-from .agent.runtime import AgentRuntime
+from .agent.runtime import AgentRuntime, memory_checkpointer
 from .const import (
     CONF_API_BASE,
     CONF_API_KEY,
@@ -53,7 +51,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         entry.runtime_data = AgentRuntime(access, storage.threads, store=storage.memory)
     else:
         entry.runtime_data = AgentRuntime(
-            access, InMemorySaver(), store=storage.memory, max_threads=MAX_THREADS_IN_MEMORY
+            access, memory_checkpointer(), store=storage.memory, max_threads=MAX_THREADS_IN_MEMORY
         )
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     entry.async_on_unload(entry.add_update_listener(_async_reload))

@@ -37,6 +37,7 @@ from .const import (
     CONF_API_BASE,
     CONF_API_KEY,
     CONF_COMPACT_CONTEXT,
+    CONF_CONTINUE_MINUTES,
     CONF_HISTORY_BUDGET,
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
@@ -47,6 +48,7 @@ from .const import (
     CONF_REQUEST_TIMEOUT,
     CONF_TEMPERATURE,
     CONF_TOOL_CATEGORIES,
+    DEFAULT_CONTINUE_MINUTES,
     DEFAULT_CONVERSATION_NAME,
     DEFAULT_HISTORY_BUDGET,
     DEFAULT_MAX_TOKENS,
@@ -89,6 +91,7 @@ DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
     CONF_COMPACT_CONTEXT: False,
     CONF_MEMORY: True,
     CONF_HISTORY_BUDGET: DEFAULT_HISTORY_BUDGET,
+    CONF_CONTINUE_MINUTES: DEFAULT_CONTINUE_MINUTES,
     CONF_PROMPT: llm.DEFAULT_INSTRUCTIONS_PROMPT,
     CONF_TEMPERATURE: DEFAULT_TEMPERATURE,
     CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
@@ -217,6 +220,11 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
             ),
             vol.Optional(CONF_COMPACT_CONTEXT, default=False): BooleanSelector(),
             vol.Optional(CONF_MEMORY, default=True): BooleanSelector(),
+            vol.Optional(CONF_CONTINUE_MINUTES, default=DEFAULT_CONTINUE_MINUTES): NumberSelector(
+                NumberSelectorConfig(
+                    min=0, max=120, step=1, unit_of_measurement="min", mode=NumberSelectorMode.BOX
+                )
+            ),
             vol.Optional(CONF_HISTORY_BUDGET, default=DEFAULT_HISTORY_BUDGET): NumberSelector(
                 NumberSelectorConfig(min=0, max=200000, step=100, mode=NumberSelectorMode.BOX)
             ),
@@ -247,7 +255,13 @@ def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str,
         options[CONF_LLM_HASS_API] = apis
     else:
         options.pop(CONF_LLM_HASS_API, None)
-    for key in (CONF_MAX_TOKENS, CONF_MAX_TOOL_ROUNDS, CONF_REQUEST_TIMEOUT, CONF_HISTORY_BUDGET):
+    for key in (
+        CONF_MAX_TOKENS,
+        CONF_MAX_TOOL_ROUNDS,
+        CONF_REQUEST_TIMEOUT,
+        CONF_HISTORY_BUDGET,
+        CONF_CONTINUE_MINUTES,
+    ):
         if key in options:
             options[key] = int(options[key])
     return options

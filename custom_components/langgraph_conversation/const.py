@@ -22,6 +22,7 @@ CONF_TOOL_CATEGORIES: Final = "tool_categories"
 CONF_COMPACT_CONTEXT: Final = "compact_context"
 CONF_MEMORY: Final = "memory"
 CONF_HISTORY_BUDGET: Final = "history_token_budget"
+CONF_CONTINUE_MINUTES: Final = "continue_recent_minutes"
 
 SUBENTRY_CONVERSATION: Final = "conversation"
 
@@ -33,6 +34,9 @@ DEFAULT_REQUEST_TIMEOUT: Final = 60
 # Tokens of conversation history kept verbatim before older turns are summarised; suits
 # an 8k-context local model once the system prompt and tools are counted.
 DEFAULT_HISTORY_BUDGET: Final = 4000
+# A new conversation from the same satellite or user within this many minutes continues
+# the previous one (0 turns this off).
+DEFAULT_CONTINUE_MINUTES: Final = 5
 DEFAULT_TOOL_CATEGORIES: Final = ["entities", "lights", "media", "weather"]
 
 # Seconds the config flow waits for its one validation request.

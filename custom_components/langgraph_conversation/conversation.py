@@ -14,6 +14,7 @@ from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import device_registry as dr, llm
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.translation import async_get_exception_message
+from homeassistant.util import dt as dt_util
 
 from .agent.events import (
     AgentEvent,
@@ -28,6 +29,7 @@ from .agent.model import ModelErrorKind, ModelSettings
 from .agent.runtime import Turn, TurnError
 from .const import (
     CONF_COMPACT_CONTEXT,
+    CONF_CONTINUE_MINUTES,
     CONF_HISTORY_BUDGET,
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
@@ -37,6 +39,7 @@ from .const import (
     CONF_REQUEST_TIMEOUT,
     CONF_TEMPERATURE,
     CONF_TOOL_CATEGORIES,
+    DEFAULT_CONTINUE_MINUTES,
     DEFAULT_HISTORY_BUDGET,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_ROUNDS,
@@ -119,6 +122,15 @@ def earlier_content(chat_log: conversation.ChatLog, agent_id: str) -> tuple[tupl
                 pending_request = None
             folded.append(("assistant", item.content))
     return tuple(folded)
+
+
+def _origin(user_input: conversation.ConversationInput) -> str | None:
+    """Who or what is talking: the satellite device, else the signed-in user."""
+    if user_input.device_id:
+        return f"device:{user_input.device_id}"
+    if user_input.context.user_id:
+        return f"user:{user_input.context.user_id}"
+    return None
 
 
 def confirmation_question(actions: tuple[str, ...]) -> str:
@@ -211,8 +223,15 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
         except conversation.ConverseError as err:
             return err.as_conversation_result()
 
+        runtime = self.entry.runtime_data
         turn = Turn(
-            thread_id=f"{self.subentry.subentry_id}:{chat_log.conversation_id}",
+            thread_id=runtime.threads.resolve(
+                self.subentry.subentry_id,
+                chat_log.conversation_id,
+                origin=_origin(user_input),
+                now=dt_util.utcnow().timestamp(),
+                window=60 * options.get(CONF_CONTINUE_MINUTES, DEFAULT_CONTINUE_MINUTES),
+            ),
             text=user_input.text,
             system_prompt=self._system_prompt(chat_log),
             settings=self._settings(),
@@ -239,7 +258,6 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
             memory_recall_limit=MEMORY_RECALL_LIMIT,
             history_budget=options.get(CONF_HISTORY_BUDGET, DEFAULT_HISTORY_BUDGET) or None,
         )
-        runtime = self.entry.runtime_data
         try:
             async for _content in chat_log.async_add_delta_content_stream(
                 self.entity_id, chat_log_deltas(runtime.run_turn(turn))

@@ -14,10 +14,12 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.tools import BaseTool
 from langchain_litellm import ChatLiteLLM
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 from langgraph.store.base import BaseStore
 from langgraph.types import Command, Interrupt
 
+from ..storage.threads import ThreadDirectory
 from .confirmation import INTERRUPT_KIND
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
 from .graph import MODEL_NODE, build_assistant_graph, recursion_limit
@@ -32,6 +34,15 @@ from .model import (
 from .state import TurnContext
 
 _LOGGER = logging.getLogger(__name__)
+
+
+def memory_checkpointer() -> InMemorySaver:
+    """Threads kept in memory only: the fallback when threads.db is unavailable.
+
+    Imported here rather than in the integration's __init__ so that LangGraph is first
+    imported after this package has set LANGGRAPH_STRICT_MSGPACK (read once at import).
+    """
+    return InMemorySaver()
 
 
 class TurnError(Exception):
@@ -87,6 +98,7 @@ class AgentRuntime:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._max_threads = max_threads
         self._recent_threads: OrderedDict[str, None] = OrderedDict()
+        self.threads = ThreadDirectory()
 
     def chat_model(self, settings: ModelSettings) -> ChatLiteLLM:
         """One client per distinct settings, reused by every turn."""
