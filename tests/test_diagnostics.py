@@ -31,3 +31,8 @@ async def test_diagnostics_are_redacted(
     assert diagnostics["packages"]["litellm"] == "1.83.0"
     prompt = diagnostics["agents"][0]["options"]["prompt"]
     assert re.fullmatch(r"<\d+ characters>", prompt)
+    storage = diagnostics["storage"]
+    assert storage["threads"]["schema_version"] == 1
+    assert storage["memory"]["schema_version"] == 1
+    assert {"threads", "checkpoints"} <= set(storage["threads"])
+    assert "items" in storage["memory"]

@@ -23,6 +23,7 @@ from .const import (
     MAX_THREADS_IN_MEMORY,
 )
 from .persistence import async_acquire_storage, async_release_storage
+from .services import async_register_services
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -33,7 +34,8 @@ type LangGraphConfigEntry = ConfigEntry[AgentRuntime]
 
 
 async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
-    """Nothing to set up outside config entries."""
+    """Register the actions; everything else lives in config entries."""
+    async_register_services(hass)
     return True
 
 

@@ -1,4 +1,4 @@
-"""Diagnostics: configuration and versions, with secrets redacted and no conversation text."""
+"""Diagnostics: configuration, versions and storage counts; no secrets, no conversation text."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 
 from .const import CONF_API_KEY, CONF_PROMPT
+from .persistence import DATA_STORAGE
 
 TO_REDACT = {CONF_API_KEY}
 _PACKAGES = ("litellm", "langchain-litellm", "langgraph", "langchain-core", "aiosqlite")
@@ -47,4 +48,16 @@ async def async_get_config_entry_diagnostics(
             for subentry in entry.subentries.values()
         ],
         "packages": versions,
+        "storage": await _storage_stats(hass),
+    }
+
+
+async def _storage_stats(hass: HomeAssistant) -> dict[str, Any]:
+    """Counts, sizes and schema versions of the storage files; never their contents."""
+    shared = hass.data.get(DATA_STORAGE)
+    if shared is None:
+        return {"loaded": False}
+    return {
+        "threads": await shared.threads.stats() if shared.threads else "unavailable",
+        "memory": await shared.memory.stats() if shared.memory else "unavailable",
     }

@@ -1,0 +1,211 @@
+"""Actions for memories and conversations (registered once, in async_setup).
+
+Memories: a signed-in user manages their own and the household's; another person's
+memories, and clearing the household's, need an administrator. Automations and scripts
+run without a user and may do everything, like Home Assistant's own admin actions.
+Conversations hold what people said, so exporting or clearing one needs an administrator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+import uuid
+
+import voluptuous as vol
+
+from homeassistant.core import (
+    HomeAssistant,
+    ServiceCall,
+    ServiceResponse,
+    SupportsResponse,
+    callback,
+)
+from homeassistant.exceptions import HomeAssistantError, ServiceValidationError, Unauthorized
+from homeassistant.helpers import config_validation as cv, entity_registry as er
+
+from .agent.memory import HOUSEHOLD, MEMORY_ROOT
+from .const import DOMAIN
+from .persistence import DATA_STORAGE
+from .storage.threads import thread_id_for
+
+ATTR_USER_ID = "user_id"
+ATTR_HOUSEHOLD = "household"
+ATTR_TEXT = "text"
+ATTR_MEMORY_ID = "memory_id"
+ATTR_AGENT = "agent"
+ATTR_CONVERSATION_ID = "conversation_id"
+
+_WHOSE = {
+    vol.Optional(ATTR_USER_ID): cv.string,
+    vol.Optional(ATTR_HOUSEHOLD, default=False): cv.boolean,
+}
+_THREAD = {vol.Required(ATTR_AGENT): cv.entity_id, vol.Required(ATTR_CONVERSATION_ID): cv.string}
+
+
+async def _require_admin(hass: HomeAssistant, call: ServiceCall) -> None:
+    if call.context.user_id is None:
+        return  # automations and scripts
+    user = await hass.auth.async_get_user(call.context.user_id)
+    if user is None or not user.is_admin:
+        raise Unauthorized(context=call.context)
+
+
+async def _namespace(hass: HomeAssistant, call: ServiceCall, *, writes: bool) -> tuple[str, ...]:
+    """The memory namespace a call targets, after checking the caller may touch it."""
+    if call.data[ATTR_HOUSEHOLD]:
+        if writes and call.service == "clear_memories":
+            await _require_admin(hass, call)
+        return (MEMORY_ROOT, HOUSEHOLD)
+    user_id = call.data.get(ATTR_USER_ID) or call.context.user_id
+    if user_id is None:
+        raise ServiceValidationError(
+            translation_domain=DOMAIN, translation_key="memory_owner_needed"
+        )
+    if user_id != call.context.user_id:
+        await _require_admin(hass, call)
+    return (MEMORY_ROOT, user_id)
+
+
+def _store(hass: HomeAssistant) -> Any:
+    shared = hass.data.get(DATA_STORAGE)
+    if shared is None or shared.memory is None:
+        raise HomeAssistantError(translation_domain=DOMAIN, translation_key="memory_not_loaded")
+    return shared.memory
+
+
+async def _all_items(store: Any, namespace: tuple[str, ...]) -> list[Any]:
+    items: list[Any] = []
+    while batch := await store.asearch(namespace, limit=100, offset=len(items)):
+        items += batch
+    return items
+
+
+async def _list_memories(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
+    namespace = await _namespace(hass, call, writes=False)
+    items = await _all_items(_store(hass), namespace)
+    return {
+        "memories": [
+            {
+                "id": item.key,
+                "text": item.value.get("text", ""),
+                "updated": item.updated_at.isoformat(),
+            }
+            for item in items
+        ]
+    }
+
+
+async def _add_memory(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
+    namespace = await _namespace(hass, call, writes=True)
+    text = " ".join(call.data[ATTR_TEXT].split())
+    key = uuid.uuid4().hex[:12]
+    await _store(hass).aput(namespace, key, {"text": text})
+    return {"id": key}
+
+
+async def _delete_memory(hass: HomeAssistant, call: ServiceCall) -> None:
+    namespace = await _namespace(hass, call, writes=True)
+    store = _store(hass)
+    if await store.aget(namespace, call.data[ATTR_MEMORY_ID]) is None:
+        raise ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key="memory_not_found",
+            translation_placeholders={"memory_id": call.data[ATTR_MEMORY_ID]},
+        )
+    await store.adelete(namespace, call.data[ATTR_MEMORY_ID])
+
+
+async def _clear_memories(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
+    namespace = await _namespace(hass, call, writes=True)
+    store = _store(hass)
+    items = await _all_items(store, namespace)
+    for item in items:
+        await store.adelete(namespace, item.key)
+    return {"deleted": len(items)}
+
+
+def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[Any, str]:
+    """The runtime and thread id of an agent's conversation."""
+    entry_id = None
+    subentry_id = None
+    if entity := er.async_get(hass).async_get(call.data[ATTR_AGENT]):
+        entry_id, subentry_id = entity.config_entry_id, entity.unique_id
+    entry = hass.config_entries.async_get_entry(entry_id) if entry_id else None
+    if entry is None or entry.domain != DOMAIN or not hasattr(entry, "runtime_data"):
+        raise ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key="not_an_agent",
+            translation_placeholders={"agent": call.data[ATTR_AGENT]},
+        )
+    return entry.runtime_data, thread_id_for(subentry_id, call.data[ATTR_CONVERSATION_ID])
+
+
+async def _export_thread(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
+    await _require_admin(hass, call)
+    runtime, thread_id = _thread(hass, call)
+    return {
+        "messages": [
+            {
+                "role": message.type,
+                "content": message.text,
+                **(
+                    {
+                        "tool_calls": [
+                            {"name": c["name"], "args": c["args"]} for c in message.tool_calls
+                        ]
+                    }
+                    if getattr(message, "tool_calls", None)
+                    else {}
+                ),
+            }
+            for message in await runtime.messages(thread_id)
+        ]
+    }
+
+
+async def _clear_thread(hass: HomeAssistant, call: ServiceCall) -> None:
+    await _require_admin(hass, call)
+    runtime, thread_id = _thread(hass, call)
+    await runtime.checkpointer.adelete_thread(thread_id)
+
+
+@callback
+def async_register_services(hass: HomeAssistant) -> None:
+    """Register the integration's actions."""
+
+    def bind(handler: Any) -> Any:
+        async def run(call: ServiceCall) -> ServiceResponse:
+            return await handler(hass, call)
+
+        return run
+
+    register = hass.services.async_register
+    register(
+        DOMAIN, "list_memories", bind(_list_memories), vol.Schema(_WHOSE), SupportsResponse.ONLY
+    )
+    register(
+        DOMAIN,
+        "add_memory",
+        bind(_add_memory),
+        vol.Schema(
+            {vol.Required(ATTR_TEXT): vol.All(cv.string, vol.Length(min=1, max=500)), **_WHOSE}
+        ),
+        SupportsResponse.OPTIONAL,
+    )
+    register(
+        DOMAIN,
+        "delete_memory",
+        bind(_delete_memory),
+        vol.Schema({vol.Required(ATTR_MEMORY_ID): cv.string, **_WHOSE}),
+    )
+    register(
+        DOMAIN,
+        "clear_memories",
+        bind(_clear_memories),
+        vol.Schema(_WHOSE),
+        SupportsResponse.OPTIONAL,
+    )
+    register(
+        DOMAIN, "export_thread", bind(_export_thread), vol.Schema(_THREAD), SupportsResponse.ONLY
+    )
+    register(DOMAIN, "clear_thread", bind(_clear_thread), vol.Schema(_THREAD))
