@@ -13,6 +13,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry, async_
 from custom_components.langgraph_conversation.const import (
     CONF_API_BASE,
     CONF_MAX_TOOL_ROUNDS,
+    CONF_MODEL_RETRIES,
     CONF_REQUEST_TIMEOUT,
     DOMAIN,
 )
@@ -69,6 +70,7 @@ async def _assert_thread_clean(
     ]
 
 
+@pytest.mark.parametrize("agent_overrides", [{CONF_MODEL_RETRIES: 0}])
 @pytest.mark.parametrize(
     ("status", "kind"),
     [
@@ -156,6 +158,7 @@ async def test_broken_stream(
     await _assert_thread_clean(hass, setup_integration, openai_server, first.conversation_id)
 
 
+@pytest.mark.parametrize("agent_overrides", [{CONF_MODEL_RETRIES: 0}])
 async def test_fault_mid_tool_loop_leaves_no_half_turn(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
@@ -230,3 +233,46 @@ async def test_empty_answer(
     result = await _ask(hass, setup_integration, "Hello")
     assert result.response.response_type == intent.IntentResponseType.ERROR
     assert result.response.speech["plain"]["speech"] == SENTENCES["empty_answer"].rstrip(".")
+
+
+@pytest.mark.parametrize(
+    ("status", "headers"), [(503, None), (429, {"Retry-After": "1"}), (500, None)]
+)
+async def test_retryable_errors_are_retried(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    status: int,
+    headers: dict[str, str] | None,
+) -> None:
+    """One failure of a kind that may pass is retried (default budget 1); then it works."""
+    openai_server.add_error(status, "try again", headers=headers)
+    openai_server.add_text("Worked the second time.")
+    result = await _ask(hass, setup_integration, "Hello")
+    assert result.response.speech["plain"]["speech"] == "Worked the second time."
+    assert openai_server.request_count == 2
+
+
+async def test_retry_budget_is_bounded(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Past the budget the turn fails with the sentence; 4xx other than 429 never retry."""
+    openai_server.add_error(503, "down")
+    openai_server.add_error(503, "still down")
+    result = await _ask(hass, setup_integration, "Hello")
+    _assert_error(result, "server")
+    assert openai_server.request_count == 2
+    openai_server.add_error(401, "bad key")
+    result = await _ask(hass, setup_integration, "Hello")
+    _assert_error(result, "auth")
+    assert openai_server.request_count == 3
+
+
+async def test_no_retry_after_words_were_spoken(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A stream that breaks after text is not retried: the words were already heard."""
+    openai_server.add_broken_stream("The answer is")
+    result = await _ask(hass, setup_integration, "Hello")
+    _assert_error(result, "connection")
+    assert openai_server.request_count == 1

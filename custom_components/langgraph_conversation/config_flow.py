@@ -44,6 +44,7 @@ from .const import (
     CONF_MAX_TOOL_ROUNDS,
     CONF_MEMORY,
     CONF_MODEL,
+    CONF_MODEL_RETRIES,
     CONF_PROMPT,
     CONF_REQUEST_TIMEOUT,
     CONF_TEMPERATURE,
@@ -53,6 +54,7 @@ from .const import (
     DEFAULT_HISTORY_BUDGET,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_ROUNDS,
+    DEFAULT_MODEL_RETRIES,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TEMPERATURE,
     DEFAULT_TOOL_CATEGORIES,
@@ -92,6 +94,7 @@ DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
     CONF_MEMORY: True,
     CONF_HISTORY_BUDGET: DEFAULT_HISTORY_BUDGET,
     CONF_CONTINUE_MINUTES: DEFAULT_CONTINUE_MINUTES,
+    CONF_MODEL_RETRIES: DEFAULT_MODEL_RETRIES,
     CONF_PROMPT: llm.DEFAULT_INSTRUCTIONS_PROMPT,
     CONF_TEMPERATURE: DEFAULT_TEMPERATURE,
     CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
@@ -237,6 +240,9 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
             vol.Optional(CONF_MAX_TOOL_ROUNDS, default=DEFAULT_MAX_TOOL_ROUNDS): NumberSelector(
                 NumberSelectorConfig(min=1, max=30, step=1, mode=NumberSelectorMode.BOX)
             ),
+            vol.Optional(CONF_MODEL_RETRIES, default=DEFAULT_MODEL_RETRIES): NumberSelector(
+                NumberSelectorConfig(min=0, max=5, step=1, mode=NumberSelectorMode.BOX)
+            ),
             vol.Optional(CONF_REQUEST_TIMEOUT, default=DEFAULT_REQUEST_TIMEOUT): NumberSelector(
                 NumberSelectorConfig(
                     min=5, max=600, step=1, unit_of_measurement="s", mode=NumberSelectorMode.BOX
@@ -261,6 +267,7 @@ def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str,
         CONF_REQUEST_TIMEOUT,
         CONF_HISTORY_BUDGET,
         CONF_CONTINUE_MINUTES,
+        CONF_MODEL_RETRIES,
     ):
         if key in options:
             options[key] = int(options[key])

@@ -23,6 +23,7 @@ CONF_COMPACT_CONTEXT: Final = "compact_context"
 CONF_MEMORY: Final = "memory"
 CONF_HISTORY_BUDGET: Final = "history_token_budget"
 CONF_CONTINUE_MINUTES: Final = "continue_recent_minutes"
+CONF_MODEL_RETRIES: Final = "model_retries"
 
 SUBENTRY_CONVERSATION: Final = "conversation"
 
@@ -31,6 +32,8 @@ DEFAULT_TEMPERATURE: Final = 0.7
 DEFAULT_MAX_TOKENS: Final = 1024
 DEFAULT_MAX_TOOL_ROUNDS: Final = 8
 DEFAULT_REQUEST_TIMEOUT: Final = 60
+# Extra attempts after a rate limit, server error or dropped connection (before any word).
+DEFAULT_MODEL_RETRIES: Final = 1
 # Tokens of conversation history kept verbatim before older turns are summarised; suits
 # an 8k-context local model once the system prompt and tools are counted.
 DEFAULT_HISTORY_BUDGET: Final = 4000

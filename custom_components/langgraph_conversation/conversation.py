@@ -35,6 +35,7 @@ from .const import (
     CONF_MAX_TOKENS,
     CONF_MAX_TOOL_ROUNDS,
     CONF_MEMORY,
+    CONF_MODEL_RETRIES,
     CONF_PROMPT,
     CONF_REQUEST_TIMEOUT,
     CONF_TEMPERATURE,
@@ -43,6 +44,7 @@ from .const import (
     DEFAULT_HISTORY_BUDGET,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_ROUNDS,
+    DEFAULT_MODEL_RETRIES,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TEMPERATURE,
     DOMAIN,
@@ -257,6 +259,7 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
             ),
             memory_recall_limit=MEMORY_RECALL_LIMIT,
             history_budget=options.get(CONF_HISTORY_BUDGET, DEFAULT_HISTORY_BUDGET) or None,
+            model_retries=options.get(CONF_MODEL_RETRIES, DEFAULT_MODEL_RETRIES),
         )
         try:
             async for _content in chat_log.async_add_delta_content_stream(

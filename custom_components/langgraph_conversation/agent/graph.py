@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AIMessageChunk, SystemMessage
@@ -16,8 +18,11 @@ from langgraph.types import interrupt
 from .confirmation import INTERRUPT_KIND, calls_needing_confirmation, is_affirmative
 from .events import MessageStarted, TextDelta, ToolCallsRequested
 from .history import compact_history, summary_section
+from .model import classify_error, is_retryable, retry_delay
 from .state import AgentState, TurnContext
 from .tool_calls import requested_calls, run_tool_calls
+
+_LOGGER = logging.getLogger(__name__)
 
 HISTORY_NODE = "history"
 MODEL_NODE = "model"
@@ -74,10 +79,23 @@ async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
         part for part in (context.system_prompt, summary_section(state.get("summary", ""))) if part
     )
     prompt = [SystemMessage(system), *state["messages"]]
-    async for chunk in context.model.astream(prompt):
-        if text := chunk_text(chunk):
-            write(TextDelta(text))
-        merged = chunk if merged is None else merged + chunk
+    for attempt in range(context.model_retries + 1):
+        merged, streamed = None, False
+        try:
+            async for chunk in context.model.astream(prompt):
+                if text := chunk_text(chunk):
+                    streamed = True
+                    write(TextDelta(text))
+                merged = chunk if merged is None else merged + chunk
+            break
+        except Exception as err:
+            # Once words were spoken, a retry would repeat them: only failures before the
+            # first word, of a kind that may pass, are tried again.
+            if streamed or attempt == context.model_retries or not is_retryable(err):
+                raise
+            delay = retry_delay(err, attempt)
+            _LOGGER.info("Model call failed (%s), retrying in %.1f s", classify_error(err), delay)
+            await asyncio.sleep(delay)
     if merged is None:
         message = AIMessage(content="")
     else:

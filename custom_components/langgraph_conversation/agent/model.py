@@ -154,6 +154,30 @@ def classify_error(err: BaseException) -> ModelErrorKind:
     return ModelErrorKind.UNKNOWN
 
 
+RETRYABLE_KINDS = frozenset(
+    {ModelErrorKind.RATE_LIMIT, ModelErrorKind.SERVER, ModelErrorKind.CONNECTION}
+)
+# Longest wait between two attempts, whatever a Retry-After header asks: a person is
+# waiting for the answer.
+MAX_RETRY_DELAY = 5.0
+
+
+def is_retryable(err: BaseException) -> bool:
+    """Rate limits, server errors and dropped connections may pass; the rest will not."""
+    return classify_error(err) in RETRYABLE_KINDS
+
+
+def retry_delay(err: BaseException, attempt: int) -> float:
+    """Seconds to wait before retry number `attempt + 1`: Retry-After if given, capped."""
+    response = getattr(err, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    try:
+        asked = float(headers.get("retry-after", ""))
+    except ValueError:
+        asked = 0.5 * 2**attempt
+    return max(0.0, min(asked, MAX_RETRY_DELAY))
+
+
 def to_model_error(err: BaseException, access: ModelAccess) -> ModelError:
     """Wrap any exception from a model call, with secrets removed from the detail."""
     if isinstance(err, ModelError):

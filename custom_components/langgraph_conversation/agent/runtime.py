@@ -72,6 +72,8 @@ class Turn:
     memory_recall_limit: int = 5
     # Token budget of the thread before older turns are summarised; None keeps all.
     history_budget: int | None = None
+    # Extra attempts of a model call that failed before its first word.
+    model_retries: int = 0
 
 
 class AgentRuntime:
@@ -149,7 +151,11 @@ class AgentRuntime:
         }
         system_prompt, tools = await self._with_memory(turn)
         context = TurnContext.create(
-            system_prompt, self.chat_model(turn.settings), tools, turn.history_budget
+            system_prompt,
+            self.chat_model(turn.settings),
+            tools,
+            turn.history_budget,
+            turn.model_retries,
         )
         async with self._lock(turn.thread_id):
             await self._touch_thread(turn.thread_id)

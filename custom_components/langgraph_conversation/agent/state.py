@@ -38,6 +38,9 @@ class TurnContext:
     chat_model: BaseChatModel | None = None
     # Token budget of the thread before older turns are summarised; None keeps all.
     history_budget: int | None = None
+    # Extra attempts of a model call that failed before its first word (rate limit, 5xx,
+    # dropped connection).
+    model_retries: int = 0
 
     @classmethod
     def create(
@@ -46,9 +49,15 @@ class TurnContext:
         chat_model: BaseChatModel,
         tools: list[BaseTool],
         history_budget: int | None = None,
+        model_retries: int = 0,
     ) -> TurnContext:
         """Bind the tools to the model once per turn, not once per model call."""
         model: Runnable = chat_model.bind_tools(tools) if tools else chat_model
         return cls(
-            system_prompt, model, {tool.name: tool for tool in tools}, chat_model, history_budget
+            system_prompt,
+            model,
+            {tool.name: tool for tool in tools},
+            chat_model,
+            history_budget,
+            model_retries,
         )
