@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Future
+import socket
 import threading
 
 from aiohttp import web
@@ -23,8 +24,8 @@ class BackgroundServer:
     """An aiohttp app listening on a free port of `host`, run by its own thread.
 
     start()/stop() are for async tests; start_sync()/stop_sync() for plain scripts.
-    stop() ends requests still being answered, closes every connection and joins
-    the thread, so nothing is left running (Home Assistant's test harness checks).
+    stop() drops every connection, even mid-response, and joins the thread, so
+    nothing is left running (Home Assistant's test harness checks).
     """
 
     def __init__(self, app: web.Application, host: str, name: str) -> None:
@@ -81,7 +82,7 @@ class BackgroundServer:
 
     def _run(self, started: Future[int], finished: Future[None]) -> None:
         try:
-            # asyncio.run also cancels and awaits whatever task is left at the end.
+            # asyncio.run also cancels and awaits any task still left at the end.
             asyncio.run(self._serve(started))
         finally:
             finished.set_result(None)
@@ -90,25 +91,47 @@ class BackgroundServer:
         # handler_cancellation: a client that hangs up (its timeout, say) cancels the
         # handler at once instead of leaving it sleeping through a scripted delay.
         runner = web.AppRunner(self._app, access_log=None, handler_cancellation=True)
+        listener = socket.create_server((self._host, 0))
+        listener.setblocking(False)
         try:
             await runner.setup()
-            site = web.TCPSite(runner, self._host, 0)
-            await site.start()
         except BaseException as err:
+            listener.close()
             started.set_exception(err)
-            await runner.cleanup()
             raise
+        connections: set[asyncio.BaseTransport] = set()
+        accepting = asyncio.create_task(_accept(listener, runner, connections))
         self._loop = asyncio.get_running_loop()
         self._stop_requested = asyncio.Event()
-        started.set_result(runner.addresses[0][1])
+        started.set_result(listener.getsockname()[1])
         try:
             await self._stop_requested.wait()
         finally:
-            # Responses still in progress (a scripted delay, a slow stream) would hold
-            # the graceful shutdown; the test is done with them, so end them now.
-            current = asyncio.current_task()
-            others = [task for task in asyncio.all_tasks() if task is not current]
-            for task in others:
-                task.cancel()
-            await asyncio.gather(*others, return_exceptions=True)
+            # Stop accepting, then drop every connection, even mid-response: neither a
+            # scripted delay nor a client still waiting for an answer may hold the
+            # shutdown, and no accepted socket may outlive it (its client would wait
+            # forever). aiohttp cancels the handlers of dropped connections.
+            accepting.cancel()
+            await asyncio.gather(accepting, return_exceptions=True)
+            listener.close()
+            for transport in connections:
+                transport.abort()
             await runner.cleanup()
+
+
+async def _accept(
+    listener: socket.socket, runner: web.AppRunner, connections: set[asyncio.BaseTransport]
+) -> None:
+    """Accept connections for aiohttp, keeping each transport so stop() can drop it.
+
+    Not loop.create_server(): an asyncio Server closed at the instant it accepts a
+    connection fails to attach it and leaves that socket open, unanswered (seen
+    with LiteLLM's synchronous model-info request racing a test's teardown).
+    """
+    loop = asyncio.get_running_loop()
+    assert runner.server is not None
+    while True:
+        conn, _ = await loop.sock_accept(listener)
+        transport, _ = await loop.connect_accepted_socket(runner.server, conn)
+        connections.difference_update([t for t in connections if t.is_closing()])
+        connections.add(transport)

@@ -18,8 +18,19 @@ from aiohttp import web
 from .script import ErrorReply, Reply, StreamFault, pieces
 from .server import DISCONNECT, Disconnect, FakeModelServer, Frames, Handler
 
-# error.type as OpenAI sends it for a status (5xx are "server_error").
-_ERROR_TYPES: Final = {429: "requests"}
+# error.type when a scripted error names none. OpenAI itself says
+# "invalid_request_error" for most 4xx, and LiteLLM maps any error whose text mentions
+# that to BadRequestError whatever the status (unless the message or code says
+# otherwise); the openai SDKs Home Assistant pins put the whole body into that text.
+# These types let the status decide instead; script error_type="invalid_request_error"
+# to reproduce OpenAI exactly.
+_ERROR_TYPES: Final = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "requests",
+}
 _FINGERPRINT: Final = "fp_fake"
 
 
@@ -72,25 +83,36 @@ class FakeOpenAIServer(FakeModelServer):
         return bool(body.get("stream", False))
 
     def _error_response(self, error: ErrorReply) -> web.Response:
-        kind = "server_error" if error.status >= 500 else "invalid_request_error"
+        default_type = "server_error" if error.status >= 500 else "api_error"
         body = {
             "error": {
                 "message": error.message,
-                "type": _ERROR_TYPES.get(error.status, kind),
+                "type": error.error_type or _ERROR_TYPES.get(error.status, default_type),
                 "param": None,
                 "code": error.code,
             }
         }
         return web.json_response(body, status=error.status, headers=dict(error.headers))
 
+    # The refusals are OpenAI's own, word for word where LiteLLM reads the words.
+
     def _auth_error(self) -> ErrorReply:
-        return ErrorReply(status=401, message="Incorrect API key provided.", code="invalid_api_key")
+        return ErrorReply(
+            status=401,
+            message=(
+                "Incorrect API key provided. You can find your API key at "
+                "https://platform.openai.com/account/api-keys."
+            ),
+            code="invalid_api_key",
+            error_type="invalid_request_error",
+        )
 
     def _unknown_model_error(self, model: str) -> ErrorReply:
         return ErrorReply(
             status=404,
             message=f"The model `{model}` does not exist or you do not have access to it.",
             code="model_not_found",
+            error_type="invalid_request_error",
         )
 
     def _completion(self, body: Mapping[str, Any], reply: Reply) -> dict[str, Any]:

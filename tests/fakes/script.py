@@ -93,6 +93,8 @@ class ErrorReply:
     message: str
     # OpenAI's error.code (e.g. "model_not_found"); Ollama has no such field.
     code: str | None = None
+    # OpenAI's error.type (Ollama has none); None picks one from the status.
+    error_type: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     first_byte_delay: float | None = None
 

@@ -1,0 +1,258 @@
+"""The end-to-end steps: what a person does in the browser, and what must be true after.
+
+Each step types into the Assist dialog like a person, reads the answer from the page, and
+checks the home through the REST API where the answer claims a change. A step that fails
+records why and a screenshot; the following steps still run when they can.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+import re
+import time
+import traceback
+from typing import Any
+
+from .browser import PHONE, AssistDialog, call_ws, log_in
+from .ha_api import PASSWORD, USERNAME, HomeAssistant
+
+AGENT_ENTITY = "conversation.langgraph_offline_demo"
+LIGHT = "light.kitchen_lights"
+LOCK = "lock.front_door"
+MUST_BE_EXPOSED = (LIGHT, LOCK, "weather.demo_weather_south", "weather.demo_weather_north")
+
+
+class StepFailed(AssertionError):
+    """A check of a step did not hold."""
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise StepFailed(message)
+
+
+@dataclass
+class Result:
+    name: str
+    passed: bool
+    detail: str
+    seconds: float
+
+
+def condition_words(state: str) -> str:
+    """A weather condition as the stand-in says it ("partlycloudy" → "partly cloudy")."""
+    return {"partlycloudy": "partly cloudy", "clear-night": "clear (night)"}.get(
+        state, state.replace("-", " ")
+    )
+
+
+class Steps:
+    """Runs the steps in order on one page; `results` holds what happened."""
+
+    def __init__(self, ha: HomeAssistant, browser: Any, page: Any, artifacts: Path) -> None:
+        self.ha = ha
+        self.browser = browser
+        self.page = page
+        self.artifacts = artifacts
+        self.dialog = AssistDialog(page)
+        self.results: list[Result] = []
+        self.screenshots: dict[str, Path] = {}
+        self.transcript: list[str] = []
+        # A step on a page of its own (the phone) shows that page in its screenshot.
+        self.shot_page: Any = None
+
+    def ask(self, text: str, dialog: AssistDialog | None = None) -> str:
+        answer = (dialog or self.dialog).ask(text)
+        self.transcript.append(f"> {text}\n< {answer}")
+        print(f"    > {text}\n    < {answer}", flush=True)
+        return answer
+
+    def run(self, name: str, slug: str, body: Callable[[], str]) -> bool:
+        number = len(self.results) + 1
+        started = time.monotonic()
+        try:
+            detail = body()
+            passed = True
+        except Exception as err:  # noqa: BLE001  every failure is a failed step, with its reason
+            passed = False
+            detail = f"{type(err).__name__}: {err}"
+            (self.artifacts / f"{number:02d}-{slug}.traceback.txt").write_text(
+                traceback.format_exc(), encoding="utf-8"
+            )
+        shot = self.artifacts / f"{number:02d}-{slug}{'' if passed else '-FAILED'}.png"
+        page, self.shot_page = self.shot_page or self.page, None
+        with suppress(Exception):
+            AssistDialog(page).scroll_to_latest()
+            page.wait_for_timeout(200)
+            page.screenshot(path=str(shot))
+            self.screenshots[slug] = shot
+        if page is not self.page:
+            with suppress(Exception):
+                page.context.close()
+        result = Result(name, passed, detail, time.monotonic() - started)
+        self.results.append(result)
+        verdict = "PASS" if passed else "FAIL"
+        print(f"  {verdict} {name} ({result.seconds:.1f}s): {detail}", flush=True)
+        return passed
+
+    def skip_rest(self, names: list[str], reason: str) -> None:
+        for name in names:
+            self.results.append(Result(name, False, f"not run: {reason}", 0.0))
+            print(f"  FAIL {name}: not run: {reason}", flush=True)
+
+    # -- the steps -----------------------------------------------------------------------
+
+    def login(self) -> str:
+        log_in(self.page, self.ha.base_url, USERNAME, PASSWORD)
+        return f"logged in as {USERNAME!r} through the login page; {self.page.url}"
+
+    def configured(self) -> str:
+        """What --offline-model set up: exposure to Assist and the pipeline's agent."""
+        listed = call_ws(self.page, {"type": "homeassistant/expose_entity/list"})
+        exposed = listed["exposed_entities"]  # type: ignore[index]
+        missing = [e for e in MUST_BE_EXPOSED if not exposed.get(e, {}).get("conversation")]
+        check(not missing, f"not exposed to Assist: {missing}")
+        pipelines = call_ws(self.page, {"type": "assist_pipeline/pipeline/list"})
+        preferred = next(
+            p
+            for p in pipelines["pipelines"]  # type: ignore[index]
+            if p["id"] == pipelines["preferred_pipeline"]  # type: ignore[index]
+        )
+        engine = preferred["conversation_engine"]
+        check(engine == AGENT_ENTITY, f"the preferred pipeline uses {engine}, not {AGENT_ENTITY}")
+        state = self.ha.state(AGENT_ENTITY)
+        check(state["state"] != "unavailable", f"{AGENT_ENTITY} is unavailable")
+        return f"{', '.join(MUST_BE_EXPOSED)} exposed; pipeline {preferred['name']!r} uses {engine}"
+
+    def open_assist(self) -> str:
+        self.dialog.open()
+        return "the Assist dialog is open"
+
+    def light(self) -> str:
+        self.ha.call_service("light", "turn_off", {"entity_id": LIGHT})
+        check(self.ha.wait_for_state(LIGHT, "off")["state"] == "off", f"{LIGHT} did not go off")
+        answer = self.ask("Turn on the kitchen lights")
+        check("Kitchen Lights" in answer, f"the answer does not name the light: {answer!r}")
+        state = self.ha.wait_for_state(LIGHT, "on")
+        check(state["state"] == "on", f"{LIGHT} is {state['state']} after the answer {answer!r}")
+        return f"answer {answer!r}; REST: {LIGHT} is on"
+
+    def weather(self) -> str:
+        answer = self.ask("What's the weather like?")
+        match = re.match(r"^(.+?): ", answer)
+        check(match is not None, f"the answer names no weather entity: {answer!r}")
+        assert match is not None
+        weather = next(
+            (
+                s
+                for s in self.ha.states()
+                if s["entity_id"].startswith("weather.")
+                and s["attributes"].get("friendly_name") == match.group(1)
+            ),
+            None,
+        )
+        check(weather is not None, f"no weather entity named {match.group(1)!r}")
+        assert weather is not None
+        condition = condition_words(weather["state"])
+        temperature = weather["attributes"].get("temperature")
+        check(condition in answer, f"the condition {condition!r} is not in {answer!r}")
+        check(f"{temperature}" in answer, f"the temperature {temperature} is not in {answer!r}")
+
+        forecast_answer = self.ask("And the forecast?")
+        response = self.ha.call_service(
+            "weather",
+            "get_forecasts",
+            {"entity_id": weather["entity_id"], "type": "daily"},
+            return_response=True,
+        )
+        forecast = response["service_response"][weather["entity_id"]]["forecast"]
+        check(
+            forecast_answer.startswith(f"Forecast for {match.group(1)}"),
+            f"not a forecast for {match.group(1)}: {forecast_answer!r}",
+        )
+        first = forecast[0]
+        check(
+            condition_words(first["condition"]) in forecast_answer
+            and f"{first['temperature']}" in forecast_answer,
+            f"the first day ({first['condition']}, {first['temperature']}) is not in "
+            f"{forecast_answer!r}",
+        )
+        return (
+            f"{weather['entity_id']}: {condition}, {temperature} (REST) in {answer!r}; "
+            f"forecast day 1 ({first['condition']}, {first['temperature']}) in the forecast answer"
+        )
+
+    def remember(self) -> str:
+        first = self.ask("Remember that my bike is blue")
+        check("your bike is blue" in first, f"not acknowledged: {first!r}")
+        second = self.ask("What colour is my bike?")
+        check("blue" in second and "haven't" not in second, f"not recalled: {second!r}")
+        return f"turn 1 {first!r}; turn 2 {second!r}"
+
+    def confirm(self) -> str:
+        if self.ha.state(LOCK)["state"] != "locked":
+            self.ha.call_service("lock", "lock", {"entity_id": LOCK})
+        check(self.ha.wait_for_state(LOCK, "locked")["state"] == "locked", f"{LOCK} not locked")
+        question = self.ask("Unlock the front door")
+        check(
+            "Front Door" in question and re.search(r"\byes\b|confirm", question, re.I) is not None,
+            f"no confirmation question: {question!r}",
+        )
+        time.sleep(1)
+        still = self.ha.state(LOCK)["state"]
+        check(still == "locked", f"{LOCK} is {still} before the yes: it must wait for it")
+        done = self.ask("Yes")
+        check("unlocked" in done and "Front Door" in done, f"not reported done: {done!r}")
+        state = self.ha.wait_for_state(LOCK, "unlocked")
+        check(state["state"] == "unlocked", f"{LOCK} is {state['state']} after the yes")
+        return f"asked {question!r}; after 'Yes': {done!r}; REST: {LOCK} is unlocked"
+
+    def stand_in_says_so(self) -> str:
+        answer = self.ask("Tell me a joke")
+        check(
+            "scripted stand-in" in answer and "not a language model" in answer,
+            f"the stand-in does not say what it is: {answer!r}",
+        )
+        return "anything else: it says it is a scripted stand-in, not a language model"
+
+    def phone(self) -> str:
+        """A new conversation on a phone-sized screen (the README's picture)."""
+        page = self.browser.new_context(**PHONE).new_page()
+        self.shot_page = page
+        log_in(page, self.ha.base_url, USERNAME, PASSWORD)
+        dialog = AssistDialog(page)
+        dialog.open(shortcut=True)
+        self.ha.call_service("light", "turn_off", {"entity_id": LIGHT})
+        self.ha.call_service("lock", "lock", {"entity_id": LOCK})
+        check(self.ha.wait_for_state(LIGHT, "off")["state"] == "off", f"{LIGHT} not off")
+        check(self.ha.wait_for_state(LOCK, "locked")["state"] == "locked", f"{LOCK} not locked")
+        light = self.ask("Turn on the kitchen lights", dialog)
+        check(self.ha.wait_for_state(LIGHT, "on")["state"] == "on", f"{LIGHT} not on: {light!r}")
+        weather = self.ask("What's the weather like?", dialog)
+        check(weather.startswith("Demo Weather"), f"no weather: {weather!r}")
+        question = self.ask("Unlock the front door", dialog)
+        check("yes first" in question, f"no confirmation question: {question!r}")
+        done = self.ask("Yes", dialog)
+        check(
+            self.ha.wait_for_state(LOCK, "unlocked")["state"] == "unlocked",
+            f"{LOCK} not unlocked: {done!r}",
+        )
+        return "opened with the 'a' shortcut; light on, weather, unlock after yes (REST)"
+
+    def log_clean(self, log_path: Path | None) -> str:
+        check(log_path is not None and log_path.exists(), f"no Home Assistant log at {log_path}")
+        assert log_path is not None
+        text = log_path.read_text(encoding="utf-8", errors="replace")
+        records = re.split(r"\n(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", text)
+        ours = [
+            r.splitlines()[0]
+            for r in records
+            if re.match(r"^\S+ \S+ (ERROR|CRITICAL|WARNING) ", r)
+            and "langgraph_conversation" in r
+            and "has not been tested by Home Assistant" not in r
+        ]
+        check(not ours, f"{len(ours)} warning(s)/error(s) of langgraph_conversation: {ours[:3]}")
+        return "no warnings or errors of langgraph_conversation in Home Assistant's log"

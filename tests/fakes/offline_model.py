@@ -1,0 +1,789 @@
+"""A scripted stand-in model for trying the integration offline. It is NOT a language model.
+
+`scripts/develop --offline-model` and `scripts/e2e` run it next to Home Assistant so that
+the agent can be tried, and tested in a browser, without an API key or a model server. It
+speaks OpenAI chat completions through FakeOpenAIServer (the wire format of the tests,
+streamed like OpenAI's), but instead of a queue of replies scripted by a test it picks
+each reply from the request itself:
+
+- a handful of demo phrases (lights, weather, music, locks and the garage door, remember
+  and recall) become real tool calls, named from the `tools` the request offers: our own
+  `home_*` tools when the agent has them, else Home Assistant's Assist intents
+  ("HassTurnOn", or "intent__HassTurnOn" where Home Assistant prefixes them);
+- once the tool results are back, it answers with a sentence made from them;
+- anything else gets a plain answer: it is a scripted stand-in, and what it understands.
+
+Names of lights, locks and players come from the entity listing Home Assistant puts into
+the system prompt, matched by words; "it" and "them" mean what the conversation last
+switched. "Remember that ..." goes to the agent's remember_fact memory tool when it has one;
+"what colour is my bike?" is answered from the memories the agent puts into the prompt and
+from what the user said earlier in the conversation (the request carries both), else with
+recall_facts. The stand-in itself keeps nothing between requests.
+
+Run it with `python -m tests.fakes.offline_model` from the repository: it listens on a
+free port of 127.0.0.1 until SIGINT/SIGTERM, or until its parent process ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import contextvars
+from dataclasses import dataclass, field
+import json
+import logging
+import os
+from pathlib import Path
+import re
+import signal
+import sys
+import threading
+from typing import Any, Final
+
+from aiohttp import web
+
+from .openai_server import FakeOpenAIServer
+from .script import AnyReply, Reply, ToolCall
+
+MODEL: Final = "offline-demo"
+LITELLM_MODEL: Final = f"openai/{MODEL}"
+
+STANDIN_NOTICE: Final = (
+    "This is a scripted stand-in for trying the integration offline, not a language model."
+)
+HELP: Final = (
+    "I'm a scripted stand-in for trying LangGraph Conversation offline, not a language "
+    "model, so I only understand a few demo phrases: "
+    '"turn on the kitchen lights" (or off, or dim them to 30%), '
+    '"what\'s the weather?" or "what\'s the forecast?", '
+    '"pause the music", "resume the music" or "next song", '
+    '"remember that my bike is blue" and later "what colour is my bike?", '
+    'and "unlock the front door" (I ask you to confirm first). '
+    "For anything else, configure a real model."
+)
+
+_LOGGER = logging.getLogger("offline_model")
+
+# The body of the chat request being answered. FakeModelServer reads the body
+# (_read_json) and then takes its reply (next_reply) in the same handler task, so a
+# context variable hands the body over without touching the shared request flow.
+_REQUEST: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "offline_model_request", default=None
+)
+
+_WORD = re.compile(r"[a-z0-9%]+")
+# Words that say nothing about which thing is meant.
+_FILLER = frozenset(
+    {
+        *("a", "an", "the", "my", "our", "your", "all", "of", "in", "on", "at", "to", "for"),
+        *("please", "can", "could", "would", "you", "me", "it", "them", "and"),
+        *("turn", "switch", "set", "make", "put", "on", "off", "up", "down"),
+        *("light", "lights", "lamp", "lamps", "music", "song", "track", "player"),
+    }
+)
+_COLOURS = frozenset(
+    {
+        *("red", "green", "blue", "yellow", "orange", "purple", "pink", "white", "warmwhite"),
+        *("cyan", "magenta", "violet", "turquoise", "gold", "teal"),
+    }
+)
+_PRONOUNS = frozenset({"it", "them", "those", "these", "again"})
+_QUESTION_WORDS = frozenset(
+    {
+        *("what", "whats", "which", "where", "who", "when", "how", "is", "are", "was"),
+        *("colour", "color", "do", "did", "remember", "tell", "told", "about", "i", "know"),
+    }
+)
+# What an Assist intent did, by intent and domain, for the answer.
+_DONE_VERBS: Final = {
+    ("HassTurnOn", "lock"): "locked",
+    ("HassTurnOff", "lock"): "unlocked",
+    ("HassTurnOn", "cover"): "opened",
+    ("HassTurnOff", "cover"): "closed",
+    ("HassTurnOn", ""): "turned on",
+    ("HassTurnOff", ""): "turned off",
+    ("HassMediaPause", ""): "paused",
+    ("HassMediaUnpause", ""): "resumed",
+    ("HassMediaNext", ""): "skipped to the next track on",
+    ("HassMediaPrevious", ""): "went back a track on",
+}
+_MEDIA_VERBS: Final = {
+    "play": "playing again",
+    "pause": "paused",
+    "stop": "stopped",
+    "next": "on the next track",
+    "previous": "back a track",
+}
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold().replace("'", ""))
+
+
+# --- what the request tells: the home, the tools, the conversation ----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    """One entity of the listing in Home Assistant's Assist prompt."""
+
+    names: tuple[str, ...]
+    domain: str
+    areas: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.names[0]
+
+
+def home_entities(system_prompt: str) -> list[Entity]:
+    """The exposed entities Home Assistant lists in the prompt ("- names: ...", "domain: ...").
+
+    The compact home context lists no entities; the caller then passes the user's words on
+    and the tools resolve them.
+    """
+    entities: list[Entity] = []
+    current: dict[str, str] = {}
+
+    def flush() -> None:
+        if current.get("names") and current.get("domain"):
+            entities.append(
+                Entity(
+                    names=tuple(n.strip() for n in current["names"].split(",") if n.strip()),
+                    domain=current["domain"].strip(),
+                    areas=tuple(a.strip() for a in current.get("areas", "").split(",") if a),
+                )
+            )
+        current.clear()
+
+    for line in system_prompt.splitlines():
+        match = re.match(r"^(- |  )(names|domain|areas): (.*)$", line)
+        if match is None:
+            flush()
+            continue
+        if match.group(1) == "- ":
+            flush()
+        current[match.group(2)] = match.group(3).strip().strip("'\"")
+    flush()
+    return entities
+
+
+def best_match(text: str, entities: list[Entity], domains: set[str]) -> Entity | None:
+    """The entity of `domains` whose name shares the most telling words with `text`."""
+    said = set(words(text)) - _FILLER
+    best: tuple[float, Entity] | None = None
+    for entity in entities:
+        if entity.domain not in domains:
+            continue
+        for name in entity.names:
+            telling = set(words(name)) - _FILLER
+            if not telling or not (shared := telling & said):
+                continue
+            # Most shared words first; among equals, the name with fewest other words.
+            score = len(shared) - 0.01 * len(telling - shared)
+            if best is None or score > best[0]:
+                best = (score, entity)
+    return best[1] if best else None
+
+
+def area_match(text: str, entities: list[Entity], domains: set[str]) -> str | None:
+    """An area of the home (with entities of `domains`) named in `text`, if any."""
+    said = f" {' '.join(words(text))} "
+    areas = {area for e in entities if e.domain in domains for area in e.areas}
+    for area in sorted(areas, key=len, reverse=True):
+        if f" {' '.join(words(area))} " in said:
+            return area
+    return None
+
+
+class Tools:
+    """The tools the request offers, looked up by our name or by Assist intent."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.names: list[str] = [
+            str(tool.get("function", {}).get("name", "")) for tool in body.get("tools") or []
+        ]
+
+    def own(self, name: str) -> str | None:
+        return name if name in self.names else None
+
+    def intent(self, intent: str) -> str | None:
+        """The offered name of an Assist intent tool: "HassTurnOn" or "…__HassTurnOn"."""
+        for name in self.names:
+            if name == intent or name.endswith(f"__{intent}"):
+                return name
+        return None
+
+
+def text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            str(part.get("text", "")) for part in content if isinstance(part, dict)
+        ).strip()
+    return ""
+
+
+def calls_of(message: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(id, name, arguments) of an assistant message's tool calls."""
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except ValueError:
+            arguments = {}
+        calls.append((str(call.get("id")), str(function.get("name")), arguments))
+    return calls
+
+
+def intent_of(tool_name: str) -> str:
+    return tool_name.rsplit("__", 1)[-1]
+
+
+# --- deciding what to say or call -----------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    """The request, seen from its last user message."""
+
+    body: dict[str, Any]
+    text: str = ""
+    earlier: list[dict[str, Any]] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    calling: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> Turn:
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+        turn = cls(body=body)
+        if last_user >= 0:
+            turn.text = text_of(messages[last_user])
+            turn.earlier = messages[:last_user]
+        after = messages[last_user + 1 :]
+        # Tool results after the last assistant message that called tools: time to answer.
+        for index in range(len(after) - 1, -1, -1):
+            if after[index].get("role") == "assistant" and after[index].get("tool_calls"):
+                turn.calling = after[index]
+                turn.results = [m for m in after[index + 1 :] if m.get("role") == "tool"]
+                break
+        return turn
+
+    @property
+    def system_prompt(self) -> str:
+        messages = self.body.get("messages") or []
+        return "\n".join(text_of(m) for m in messages if m.get("role") == "system")
+
+
+def say(text: str) -> Reply:
+    # Small chunks, a little apart: the chat panel and voice satellites see it stream.
+    return Reply(text=text, chunk_size=6, chunk_delay=0.01)
+
+
+def call(name: str, arguments: dict[str, Any]) -> Reply:
+    return Reply(tool_calls=(ToolCall(name, arguments),))
+
+
+def no_tool(what: str) -> Reply:
+    return say(
+        f"I would {what}, but this agent offers me no tool for it. Let the agent control "
+        "Home Assistant (Assist) and use the extra home tools in its settings."
+    )
+
+
+def answer(body: dict[str, Any]) -> Reply:
+    """The stand-in's whole behaviour: a reply to one chat completion request."""
+    turn = Turn.of(body)
+    if "summary of the conversation" in turn.system_prompt:
+        return say(summary(turn.text))
+    if turn.calling is not None and turn.results:
+        return say(summarise(turn.calling, turn.results))
+    text = turn.text.strip()
+    if not text:
+        return say(HELP)
+    said = " ".join(words(text))
+    tools = Tools(body)
+    home = home_entities(turn.system_prompt)
+    for handler in (remember, locks, garage, lights, media, weather, recall, greeting):
+        if (reply := handler(text, said, turn, tools, home)) is not None:
+            return reply
+    return say(HELP)
+
+
+_REMEMBER = re.compile(r"^\s*(?:please\s+)?remember\s+(?:that\s+)?(.+?)[.!]*\s*$", re.I)
+
+
+def summary(request: str) -> str:
+    """The agent summarises long threads with the model: keep what was asked, facts verbatim."""
+    earlier, _, transcript = request.partition("Conversation:\n")
+    earlier = earlier.strip().removeprefix("Earlier summary:").strip()
+    asked = []
+    for line in transcript.splitlines():
+        if line.startswith("Person: "):
+            request = line.removeprefix("Person: ").strip().rstrip(".!?")
+            kind = "said" if _REMEMBER.match(request) else "asked"
+            asked.append(f"The person {kind}: {request}.")
+    return " ".join(([earlier] if earlier else []) + asked[-12:]) or "Nothing to summarise."
+
+
+def remembered(turn: Turn) -> list[str]:
+    """Facts the user asked to remember: saved memories the agent put into the prompt,
+    earlier turns of this conversation, and the summary of its older turns."""
+    facts: list[str] = []
+    prompt = turn.system_prompt
+    if block := re.search(r"<memories>(.*?)</memories>", prompt, re.S):
+        for match in re.finditer(r'^- \[[^\]]*\] (".*")\s*$', block.group(1), re.M):
+            with contextlib.suppress(ValueError):
+                facts.append(str(json.loads(match.group(1))))
+    for match in re.finditer(r"said: remember (?:that )?(.+?)\.(?:\s|$)", prompt):
+        facts.append(match.group(1))
+    for message in turn.earlier:
+        if message.get("role") == "user" and (match := _REMEMBER.match(text_of(message))):
+            facts.append(match.group(1))
+    unique: dict[str, str] = {}
+    for fact in facts:
+        fact = fact.strip().rstrip(".!")
+        unique.setdefault(fact.casefold(), fact)
+    return list(unique.values())
+
+
+def _asked(text: str) -> set[str]:
+    """The telling words of a question about a fact: "what colour is my bike" → {"bike"}."""
+    return set(words(text)) - _FILLER - _QUESTION_WORDS
+
+
+def _about(facts: list[str], question: str) -> list[str]:
+    asked = _asked(question)
+    return [fact for fact in facts if asked & (set(words(fact)) - _FILLER)]
+
+
+def remember(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
+    if (match := _REMEMBER.match(text)) is None:
+        return None
+    fact = match.group(1)
+    if tool := tools.own("remember_fact"):
+        # The agent's long-term memory: saved in the user's words.
+        return call(tool, {"fact": f"{fact[:1].upper()}{fact[1:]}."})
+    return say(f"OK, I'll keep that in mind for this conversation: {second_person(fact)}.")
+
+
+def second_person(fact: str) -> str:
+    """What the user said about themselves, said back: "my bike" → "your bike"."""
+    swaps = {"my": "your", "i": "you", "am": "are", "me": "you", "mine": "yours", "i'm": "you're"}
+    return " ".join(swaps.get(word.casefold(), word) for word in fact.split()).rstrip(".!")
+
+
+def recall(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
+    asks = re.search(r"\b(what|which|where|who|when|how|do you remember|did i)\b", said)
+    if asks is None or not re.search(r"\b(my|i|me|remember)\b", said):
+        return None
+    facts = remembered(turn)
+    if relevant := _about(facts, text):
+        return say(f"You told me that {second_person(relevant[-1])}.")
+    if tool := tools.own("recall_facts"):
+        return call(tool, {"query": " ".join(sorted(_asked(text))) or text})
+    if not facts:
+        return say(
+            "You haven't asked me to remember anything yet. "
+            '(Try "remember that my bike is blue" first.)'
+        )
+    listed = "; ".join(second_person(fact) for fact in facts)
+    return say(f"I don't know that. What you told me: {listed}.")
+
+
+def greeting(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
+    if said in {"hi", "hello", "hey", "good morning", "good evening", "hello there"}:
+        return say(f"Hello! {HELP}")
+    return None
+
+
+def _last_target(turn: Turn, domain: str) -> dict[str, Any] | None:
+    """What the conversation last switched in `domain`: "turn them off again"."""
+    for message in reversed(turn.earlier):
+        if message.get("role") != "assistant":
+            continue
+        for _id, name, arguments in calls_of(message):
+            domains = arguments.get("domain") or []
+            ours = name.startswith(f"home_{domain}")
+            if ours or domain in (domains if isinstance(domains, list) else [domains]):
+                return {k: v for k, v in arguments.items() if k in ("name", "area", "floor")}
+    return None
+
+
+def locks(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
+    match = re.search(r"\b(unlock|lock)\b", said)
+    if match is None:
+        return None
+    verb = match.group(1)
+    intent = "HassTurnOff" if verb == "unlock" else "HassTurnOn"
+    tool = tools.intent(intent)
+    if tool is None:
+        return no_tool(f"{verb} that")
+    entity = best_match(text, home, {"lock"})
+    if entity is not None:
+        name = entity.name
+    else:
+        rest = said[match.end() :].strip()
+        name = re.sub(r"^(the|my)\s+", "", rest) or "front door"
+    # Home Assistant unlocks through HassTurnOff; the agent asks for a yes before it runs.
+    return call(tool, {"name": name, "domain": ["lock"]})
+
+
+def garage(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
+    match = re.search(r"\b(open|close)\b.*\bgarage\b", said)
+    if match is None:
+        return None
+    intent = "HassTurnOn" if match.group(1) == "open" else "HassTurnOff"
+    if (tool := tools.intent(intent)) is None:
+        return no_tool(f"{match.group(1)} the garage door")
+    entity = best_match(text, home, {"cover"})
+    return call(tool, {"name": entity.name if entity else "Garage Door", "domain": ["cover"]})
+
+
+def _light_action(said: str) -> str | None:
+    if re.search(r"\b(off|out)\b", said):
+        return "turn_off"
+    if re.search(r"\btoggle\b", said):
+        return "toggle"
+    if re.search(r"\b(on|dim|brighten|brighter|dimmer|set|make|bright)\b|%", said) or any(
+        word in _COLOURS for word in said.split()
+    ):
+        return "turn_on"
+    return None
+
+
+def lights(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
+    named = best_match(text, home, {"light"})
+    mentions = re.search(r"\b(light|lights|lamp|lamps)\b", said)
+    pronoun = bool(_PRONOUNS & set(said.split()))
+    earlier = _last_target(turn, "light") if pronoun and not mentions and not named else None
+    if not (mentions or named or earlier):
+        return None
+    action = _light_action(said)
+    if action is None:
+        return None
+    target: dict[str, Any]
+    if earlier is not None:
+        target = earlier
+    elif re.search(r"\ball\b", said):
+        target = {}
+    elif area := area_match(text, home, {"light"}):
+        target = {"area": area}
+    elif named is not None:
+        target = {"name": named.name}
+    else:
+        # No listing in the prompt (compact context): pass the words on, the tool resolves.
+        phrase = re.search(r"(?:the|my)\s+([a-z ]+?)\s+(?:light|lights|lamp)\b", said)
+        target = {"name": f"{phrase.group(1)} lights"} if phrase else {}
+    settings: dict[str, Any] = {}
+    if percent := re.search(r"\b(\d{1,3})\s*%|\b(\d{1,3})\s*percent\b", said):
+        settings["brightness_pct"] = min(100, int(percent.group(1) or percent.group(2)))
+    elif re.search(r"\bdim(mer)?\b", said):
+        settings["brightness_step_pct"] = -30
+    elif re.search(r"\b(brighten|brighter)\b", said):
+        settings["brightness_step_pct"] = 30
+    if colour := next((word for word in said.split() if word in _COLOURS), None):
+        settings["color_name"] = colour
+    if tool := tools.own("home_light_control"):
+        return call(tool, {"action": action, **target, **settings})
+    if action == "turn_on" and settings and (tool := tools.intent("HassLightSet")):
+        slots: dict[str, Any] = dict(target)
+        if "brightness_pct" in settings:
+            slots["brightness"] = settings["brightness_pct"]
+        if "color_name" in settings:
+            slots["color"] = settings["color_name"]
+        return call(tool, slots)
+    intent = {"turn_on": "HassTurnOn", "turn_off": "HassTurnOff"}.get(action, "HassTurnOn")
+    if (tool := tools.intent(intent)) is None:
+        return no_tool("switch the lights")
+    return call(tool, {**target, "domain": ["light"]})
+
+
+def media(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
+    if re.search(r"\bwhat(s| is)( is)? playing\b", said):
+        if tool := tools.own("home_media_status"):
+            return call(tool, {})
+        return None
+    match = re.search(r"\b(pause|resume|unpause|stop|next|skip|previous|play)\b", said)
+    if match is None:
+        return None
+    if match.group(1) in {"next", "previous", "stop", "skip"} and not re.search(
+        r"\b(music|song|track|playing|media|playback|tune)\b", said
+    ):
+        return None
+    action = {
+        "resume": "play",
+        "unpause": "play",
+        "skip": "next",
+    }.get(match.group(1), match.group(1))
+    player = best_match(text, home, {"media_player"})
+    target = {"name": player.name} if player else {}
+    query = ""
+    if action == "play":
+        rest = said[match.end() :]
+        rest = re.sub(r"\b(on|in) the .*$", "", rest).strip()
+        rest = re.sub(r"^(some|the|a|my)\s+", "", rest).strip()
+        if rest not in {"", "music", "the music", "it", "again", "music again", "something"}:
+            query = rest
+    if query and (tool := tools.own("home_media_play")):
+        return call(tool, {"query": query, **target})
+    if tool := tools.own("home_media_control"):
+        return call(tool, {"action": action, **target})
+    intent = {
+        "play": "HassMediaUnpause",
+        "pause": "HassMediaPause",
+        "stop": "HassMediaPause",
+        "next": "HassMediaNext",
+        "previous": "HassMediaPrevious",
+    }[action]
+    if (tool := tools.intent(intent)) is None:
+        return no_tool("control the music")
+    return call(tool, target)
+
+
+def weather(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
+    if not re.search(r"\b(weather|forecast|temperature outside|rain|sunny|warm outside)\b", said):
+        return None
+    wants_forecast = re.search(r"\b(forecast|tomorrow|week|weekend|later|next days)\b", said)
+    if wants_forecast and (tool := tools.own("home_weather_forecast")):
+        return call(tool, {"days": 2} if "tomorrow" in said else {"days": 3})
+    if tool := tools.own("home_weather_current"):
+        return call(tool, {})
+    if tool := tools.intent("HassGetWeather"):
+        return call(tool, {})
+    return no_tool("look up the weather")
+
+
+# --- answering from tool results ------------------------------------------------------------
+
+
+def summarise(calling: dict[str, Any], results: list[dict[str, Any]]) -> str:
+    """One sentence per tool call, from its result."""
+    by_id = {str(m.get("tool_call_id")): text_of(m) for m in results}
+    sentences = []
+    for call_id, name, arguments in calls_of(calling):
+        content = by_id.get(call_id, "")
+        try:
+            data: Any = json.loads(content)
+        except ValueError:
+            data = content
+        sentences.append(describe(name, arguments, data))
+    return " ".join(sentences)
+
+
+def _value(data: dict[str, Any], key: str, units: dict[str, Any]) -> str | None:
+    if data.get(key) is None:
+        return None
+    unit = units.get(key, "")
+    return f"{data[key]} {unit}".strip() if unit != "%" else f"{data[key]}%"
+
+
+def _condition(value: Any) -> str:
+    return {"partlycloudy": "partly cloudy", "clear-night": "clear (night)"}.get(
+        str(value), str(value).replace("-", " ")
+    )
+
+
+def describe(name: str, arguments: dict[str, Any], data: Any) -> str:
+    """What one tool call did, said in one or two sentences."""
+    if isinstance(data, dict) and "error" in data:
+        if data["error"] == "not_confirmed":
+            return "OK, I left it as it is, since you did not confirm."
+        return f"That did not work: {data.get('error_text') or data['error']}"
+    if not isinstance(data, dict):
+        return f"{name} said: {str(data)[:300]}"
+    if name == "home_light_control":
+        parts = []
+        for light in data.get("lights", []):
+            part = f"{light.get('name')} is {light.get('state')}"
+            if light.get("brightness_pct") is not None:
+                part += f" at {light['brightness_pct']}% brightness"
+            if arguments.get("color_name") and light.get("rgb_color"):
+                part += f", {arguments['color_name']} (RGB {light['rgb_color']})"
+            parts.append(part)
+        sentence = ("Done: " + ", ".join(parts) + ".") if parts else "No light changed."
+        if data.get("refused"):
+            sentence += " Not possible: " + "; ".join(data["refused"]) + "."
+        return sentence
+    if name == "home_weather_current":
+        units = data.get("units") or {}
+        details = [
+            f"{label} {text}"
+            for label, key in (("humidity", "humidity"), ("wind", "wind_speed"))
+            if (text := _value(data, key, units))
+        ]
+        temperature = _value(data, "temperature", units)
+        head = f"{data.get('weather')}: {_condition(data.get('condition'))}"
+        if temperature:
+            head += f", {temperature}"
+        return head + (", " + ", ".join(details) if details else "") + "."
+    if name == "home_weather_forecast":
+        units = data.get("units") or {}
+        unit = units.get("temperature", "")
+        days = []
+        for entry in data.get("forecast", []):
+            day = f"{entry.get('when')}: {_condition(entry.get('condition'))}"
+            if entry.get("temperature") is not None:
+                day += f", {entry['temperature']}"
+                if entry.get("templow") is not None:
+                    day += f"/{entry['templow']}"
+                day += f" {unit}".rstrip()
+            days.append(day)
+        return f"Forecast for {data.get('weather')}: " + "; ".join(days) + "."
+    if name == "home_media_control":
+        verb = _MEDIA_VERBS.get(str(data.get("action")), f"done ({data.get('action')})")
+        sentence = f"{', '.join(data.get('done', [])) or 'Nothing'}: {verb}."
+        if data.get("not_done"):
+            sentence += " Not possible: " + "; ".join(data["not_done"]) + "."
+        return sentence
+    if name == "remember_fact":
+        return f"OK, I'll remember that: {second_person(str(data.get('text', '')))}."
+    if name == "recall_facts":
+        memories = [str(m.get("text", "")) for m in data.get("memories", [])]
+        if relevant := _about(memories, str(arguments.get("query", ""))):
+            return f"You told me that {second_person(relevant[0])}."
+        return "I have nothing saved about that."
+    if name == "home_media_play":
+        return f"Now playing {data.get('playing')} on {data.get('player')}."
+    if name == "home_media_status":
+        parts = []
+        for player in data.get("players", []):
+            part = f"{player.get('name')} is {player.get('state')}"
+            if player.get("title"):
+                part += f": {player['title']}"
+                if player.get("artist"):
+                    part += f" by {player['artist']}"
+            parts.append(part)
+        return "; ".join(parts) + "." if parts else "No media player found."
+    if "response_type" in data:
+        return _intent_answer(name, arguments, data)
+    return f"{name} answered: {json.dumps(data, ensure_ascii=False)[:300]}"
+
+
+def _intent_answer(name: str, arguments: dict[str, Any], data: dict[str, Any]) -> str:
+    """An Assist intent's response (IntentResponse as a dict)."""
+    speech = ((data.get("speech") or {}).get("plain") or {}).get("speech")
+    if speech:
+        return str(speech)
+    results = data.get("data") or {}
+    success = [str(t.get("name")) for t in results.get("success", []) if t.get("name")]
+    failed = [str(t.get("name")) for t in results.get("failed", []) if t.get("name")]
+    domains = arguments.get("domain") or [""]
+    domain = domains[0] if isinstance(domains, list) and domains else str(domains)
+    intent = intent_of(name)
+    verb = _DONE_VERBS.get((intent, domain)) or _DONE_VERBS.get((intent, ""), "did that for")
+    if data.get("response_type") == "error":
+        return f"That did not work: {data.get('data', {}).get('code', 'error')}."
+    if data.get("response_type") == "query_answer":
+        # An answer (the weather, a state), not an action: say what Home Assistant found.
+        found = data.get("speech_slots") or results
+        return f"Home Assistant says: {json.dumps(found, ensure_ascii=False, default=str)[:300]}"
+    sentence = f"Done: I {verb} {', '.join(success)}." if success else "Done."
+    if failed:
+        sentence += f" It did not work for {', '.join(failed)}."
+    return sentence
+
+
+# --- the server -----------------------------------------------------------------------------
+
+
+class OfflineModelServer(FakeOpenAIServer):
+    """FakeOpenAIServer that answers from the request (see the module docstring).
+
+    Replies a test queues with add_*() still come first; the stand-in answers when the
+    queue is empty.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.models = {MODEL}
+        # A long-running server: keep only the latest of what the fakes record.
+        self.keep_records = 20
+
+    async def _read_json(self, request: web.Request) -> dict[str, Any] | None:
+        body = await super()._read_json(request)
+        _REQUEST.set(body)
+        return body
+
+    def next_reply(self) -> AnyReply | None:
+        if self.pending_replies:
+            return super().next_reply()
+        body = _REQUEST.get() or {}
+        for record in (self.requests, self.paths, self.timings):
+            del record[: -self.keep_records]
+        try:
+            reply = answer(body)
+        except Exception:
+            _LOGGER.exception("the stand-in failed on a request")
+            reply = say("Sorry, the offline stand-in failed on that (see its log). " + HELP)
+        _log_exchange(body, reply)
+        return reply
+
+    def _knows_model(self, model: str) -> bool:
+        # LiteLLM sends the name without "openai/"; accept both, and any name at all,
+        # so a model string typed in the UI still reaches the stand-in.
+        return True
+
+
+def _log_exchange(body: dict[str, Any], reply: Reply) -> None:
+    turn = Turn.of(body)
+    heard = f"results of {len(turn.results)} tool call(s)" if turn.results else repr(turn.text)
+    if reply.tool_calls:
+        said = ", ".join(
+            f"{c.name} {json.dumps(c.arguments, ensure_ascii=False)}" for c in reply.tool_calls
+        )
+        _LOGGER.info("%s → tool call %s", heard, said)
+    else:
+        _LOGGER.info("%s → %r", heard, reply.text[:200])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ready-file", help="write the port here once listening")
+    parser.add_argument("--log-file", help="log each exchange here (default: stderr)")
+    args = parser.parse_args()
+    handler = (
+        logging.FileHandler(args.log_file, encoding="utf-8")
+        if args.log_file
+        else logging.StreamHandler()
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    _LOGGER.addHandler(handler)
+    _LOGGER.setLevel(logging.INFO)
+
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda *_: stop.set())
+    parent = os.getppid()
+    server = OfflineModelServer()
+    server.start_sync()
+    try:
+        _LOGGER.info(
+            "offline model listening on %s (model %s). %s",
+            server.api_base,
+            LITELLM_MODEL,
+            STANDIN_NOTICE,
+        )
+        if args.ready_file:
+            ready = Path(args.ready_file)
+            partial = ready.with_name(ready.name + ".partial")
+            partial.write_text(f"{server.port}\n", encoding="ascii")
+            partial.replace(ready)
+        # Until signalled, or until the process that started it (Home Assistant, which
+        # scripts/develop exec'd in its place) is gone.
+        while not stop.wait(0.5):
+            if os.getppid() != parent:
+                _LOGGER.info("parent process ended; stopping")
+                break
+    finally:
+        server.stop_sync()
+        _LOGGER.info("offline model stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
