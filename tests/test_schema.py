@@ -151,3 +151,22 @@ def test_sanitize_schema(raw: dict[str, Any], expected: dict[str, Any]) -> None:
     result = sanitize_schema(raw)
     assert result == expected
     assert_tool_schema(result)
+
+
+def test_every_tool_of_ours_is_provider_safe() -> None:
+    """Our own tools (all categories) and the memory tools pass the same checks."""
+    from langgraph.store.memory import InMemoryStore
+
+    from custom_components.langgraph_conversation.agent.memory import MemoryScope, memory_tools
+    from custom_components.langgraph_conversation.tools import TOOLS
+
+    specs = TOOLS.specs(TOOLS.categories)
+    assert {spec.category for spec in specs} == {"entities", "lights", "media", "weather"}
+    names = [spec.name for spec in specs]
+    assert len(names) == len(set(names))
+    for spec in specs:
+        assert spec.name.startswith("home_")
+        assert sanitize_schema(spec.parameters) == spec.parameters, spec.name
+        assert_tool_schema(spec.parameters)
+    for tool in memory_tools(InMemoryStore(), MemoryScope.for_user(None)):
+        assert_tool_schema(convert_to_openai_tool(tool)["function"]["parameters"])
