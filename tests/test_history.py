@@ -54,3 +54,21 @@ async def test_old_turns_become_a_summary(
     assert users[-1] == "And now?"
     # No assistant tool call was cut from its result.
     assert [m["role"] for m in last["messages"]][1] == "user"
+
+
+def test_summaries_leave_room_for_many_turns() -> None:
+    """After a cut the rest fits half the budget, so summaries do not come every turn."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    from custom_components.langgraph_conversation.agent.history import split_for_summary
+
+    messages = []
+    for n in range(30):
+        messages += [HumanMessage(f"question {n} " * 10), AIMessage(f"answer {n} " * 10)]
+    budget = 400
+    cut = split_for_summary(messages, budget)
+    assert cut > 0
+    assert isinstance(messages[cut], HumanMessage)
+    assert count_tokens_approximately(messages[cut:]) <= budget // 2
+    assert split_for_summary(messages[:4], budget) == 0

@@ -86,6 +86,9 @@ async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
                 if text := chunk_text(chunk):
                     streamed = True
                     write(TextDelta(text))
+                    # Chunks already buffered would otherwise all be read before the
+                    # consumer runs once: let the delta reach the ChatLog (and TTS) now.
+                    await asyncio.sleep(0)
                 merged = chunk if merged is None else merged + chunk
             break
         except Exception as err:

@@ -37,16 +37,18 @@ def summary_section(summary: str) -> str:
 
 
 def split_for_summary(messages: list[AnyMessage], budget: int) -> int:
-    """How many leading messages to summarise so the rest fits `budget` tokens.
+    """How many leading messages to summarise once the thread is over `budget` tokens.
 
-    Cuts only before a user message, so a tool call is never separated from its result,
-    and always keeps the latest user message and what follows it. 0 means nothing to do.
+    What stays must fit half the budget, so the next summary is many turns away instead
+    of due again at the next turn. Cuts only before a user message, so a tool call is
+    never separated from its result, and always keeps the latest user message and what
+    follows it. 0 means nothing to do.
     """
     if count_tokens_approximately(messages) <= budget:
         return 0
     turn_starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage) and i > 0]
     for cut in turn_starts:
-        if count_tokens_approximately(messages[cut:]) <= budget:
+        if count_tokens_approximately(messages[cut:]) <= budget // 2:
             return cut
     return turn_starts[-1] if turn_starts else 0
 

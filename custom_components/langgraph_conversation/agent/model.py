@@ -208,6 +208,30 @@ def build_chat_model(access: ModelAccess, settings: ModelSettings) -> ChatLiteLL
     )
 
 
+_LOCAL_PROVIDERS = ("ollama", "ollama_chat")
+
+
+def register_local_model(access: ModelAccess) -> None:
+    """Tell LiteLLM what a local Ollama model is, so it never asks Ollama at call time.
+
+    LiteLLM looks up every model in its price map; for an Ollama model missing there it
+    POSTs to `<ollama>/api/show` with a synchronous HTTP client, from the event loop, at
+    every call (and to localhost:11434 whatever the configured base URL). A local model
+    costs nothing and, on the chat API, takes tools natively.
+    """
+    provider, _, name = access.model.partition("/")
+    if provider not in _LOCAL_PROVIDERS or not name:
+        return
+    entry = {
+        "litellm_provider": provider,
+        "mode": "chat",
+        "supports_function_calling": True,
+        "input_cost_per_token": 0.0,
+        "output_cost_per_token": 0.0,
+    }
+    litellm.register_model({access.model: entry, name: entry})
+
+
 def warm_up(access: ModelAccess) -> None:
     """Run LiteLLM's first-call lazy imports once, off the event loop.
 
@@ -215,6 +239,7 @@ def warm_up(access: ModelAccess) -> None:
     and set up the tokenizer on the event loop, which Home Assistant reports as blocking.
     A mock response exercises the same code paths without any network traffic.
     """
+    register_local_model(access)
     stream = litellm.completion(
         model=access.model,
         messages=[{"role": "user", "content": "hi"}],
