@@ -1,0 +1,321 @@
+"""Figure 5: thread storage size against LangGraph's AsyncSqliteSaver, memory search speed.
+
+Only measured when the persistence code exists: `storage/checkpointer.py` with
+`SqliteCheckpointSaver` for the thread file, `storage/store.py` with `SqliteStore` for the
+memory search (through scripts/bench_store.py when present). Otherwise the rows say
+"not available".
+
+The thread figure drives the agent runtime itself (agent/runtime.py, no Home Assistant) with
+each saver in turn, against the same fake server: the same graph writes the same
+checkpoints, so only the savers differ.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from pathlib import Path
+import random
+import tempfile
+import time
+from typing import Any
+
+from .context import Bench
+from .report import Row, Stat, judged, ratio_of
+from .server import MODEL
+
+PACKAGE = "custom_components.langgraph_conversation"
+SIZE_TARGET = 0.10
+SEARCH_TARGET_MS = 10.0
+SYSTEM_PROMPT = "You are a voice assistant for a home. Answer in one or two short sentences."
+QUESTIONS = (
+    "How warm is it in the kitchen right now?",
+    "Is the garage door closed?",
+    "What is the weather going to be like this afternoon?",
+    "Turn the living room lights down a little, please.",
+    "Remind me what time the dentist appointment is tomorrow.",
+)
+
+
+def _module(name: str) -> Any | None:
+    """The integration's module `name`, or None if it does not exist (yet)."""
+    if importlib.util.find_spec(f"{PACKAGE}.{name.rsplit('.', 1)[0]}") is None:
+        return None
+    try:
+        return importlib.import_module(f"{PACKAGE}.{name}")
+    except ModuleNotFoundError:
+        return None
+
+
+def _file_bytes(path: Path) -> int:
+    """The database with its write-ahead log, if one is left."""
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def _retention(const: Any) -> tuple[str, int] | None:
+    """The integration's default checkpoint retention, if const.py defines one."""
+    if isinstance(kept := getattr(const, "CHECKPOINTS_KEPT_PER_THREAD", None), int):
+        return "CHECKPOINTS_KEPT_PER_THREAD", kept
+    found = [
+        (name, value)
+        for name, value in vars(const).items()
+        if isinstance(value, int)
+        and not isinstance(value, bool)
+        and any(word in name for word in ("KEEP", "RETAIN", "RETENTION"))
+        and "CHECKPOINT" in name
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+async def _thread_bytes(bench: Bench, saver: Any, path: Path, turns: int) -> int:
+    """Run `turns` turns of one thread on a runtime using `saver`; the file's size after."""
+    from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
+    from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn
+
+    runtime = AgentRuntime(
+        ModelAccess(model=f"ollama_chat/{MODEL}", api_base=bench.server.base_url), saver
+    )
+    rng = random.Random(7)
+    for index in range(turns):
+        turn = Turn(
+            thread_id="bench-thread",
+            text=f"{rng.choice(QUESTIONS)} (turn {index})",
+            system_prompt=SYSTEM_PROMPT,
+            settings=ModelSettings(temperature=0.7, max_tokens=1024, request_timeout=60),
+            tools=[],
+            max_tool_rounds=8,
+        )
+        async for _event in runtime.run_turn(turn):
+            pass
+    held = len(await runtime.messages("bench-thread"))
+    if held != 2 * turns:
+        raise RuntimeError(f"the thread holds {held} messages after {turns} turns")
+    return _file_bytes(path)
+
+
+async def thread_size_rows(bench: Bench) -> list[Row]:
+    """threads.db after N turns of one thread: ours vs AsyncSqliteSaver."""
+    checkpointer = _module("storage.checkpointer")
+    if checkpointer is None or not hasattr(checkpointer, "SqliteCheckpointSaver"):
+        return [_missing("threads.db bytes after 200 turns, ours vs AsyncSqliteSaver")]
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    ours_class = checkpointer.SqliteCheckpointSaver
+    const = importlib.import_module(f"{PACKAGE}.const")
+    retention = _retention(const)
+    turns = 30 if bench.settings.quick else 200
+    sizes: dict[str, int] = {}
+    seconds: dict[str, float] = {}
+    bench.server.forget()
+    with tempfile.TemporaryDirectory(prefix="lgc-bench-threads-") as directory:
+        variants: list[tuple[str, dict[str, Any]]] = [("ours", {})]
+        if retention is not None:
+            variants.append(("ours_retention", {"keep_last": retention[1]}))
+        for label, options in variants:
+            started = time.perf_counter()
+            path = Path(directory) / f"{label}.db"
+            saver = await ours_class.open(path, **options)
+            try:
+                await _thread_bytes(bench, saver, path, turns)
+            finally:
+                await saver.aclose()
+            sizes[label] = _file_bytes(path)
+            seconds[label] = time.perf_counter() - started
+        started = time.perf_counter()
+        path = Path(directory) / "reference.db"
+        async with AsyncSqliteSaver.from_conn_string(str(path)) as reference:
+            await _thread_bytes(bench, reference, path, turns)
+        sizes["AsyncSqliteSaver"] = _file_bytes(path)
+        seconds["AsyncSqliteSaver"] = time.perf_counter() - started
+    bench.server.forget()
+    bench.raw["storage_threads"] = {
+        "turns": turns,
+        "bytes": sizes,
+        "seconds": seconds,
+        "retention": retention,
+    }
+    notes = [
+        "figure 5: the ratio column is ours ÷ AsyncSqliteSaver (the core column shows "
+        "AsyncSqliteSaver); sizes include the -wal file if one is left"
+    ]
+    if bench.settings.quick:
+        notes.append(f"--quick: figure 5 writes {turns} turns (the full run: 200)")
+    if retention is None:
+        notes.append(
+            "figure 5: const.py defines no default checkpoint retention, so our saver runs "
+            "without keep_last (every checkpoint kept)"
+        )
+    reference = Stat.single(sizes["AsyncSqliteSaver"])
+    # The integration's own configuration is judged: with its retention when it has one.
+    judged_label = "ours_retention" if retention is not None else "ours"
+    rows = []
+    for label in ("ours", "ours_retention"):
+        if label not in sizes:
+            continue
+        name = f"threads.db after {turns} turns of one thread, " + (
+            f"{retention[0]}={retention[1]} (the integration's setting)"
+            if label == "ours_retention" and retention
+            else "no retention"
+        )
+        ours = Stat.single(sizes[label])
+        ratio = ratio_of(ours, reference)
+        judge = label == judged_label
+        rows.append(
+            Row(
+                figure=5,
+                name=name,
+                unit="bytes",
+                ours=ours,
+                core=reference,
+                ratio=ratio,
+                target=f"≤ {SIZE_TARGET:.0%} of AsyncSqliteSaver's" if judge else "(information)",
+                outcome=judged(None if ratio is None else ratio <= SIZE_TARGET)
+                if judge
+                else "info",
+                single=True,
+                notes=notes,
+            )
+        )
+    return rows
+
+
+async def _search_with_bench_store(
+    path: Path, items: int, queries: int, hybrid: bool
+) -> dict[str, Any] | None:
+    """scripts/bench_store.py's measurement, if that script exists with `run`."""
+    try:
+        bench_store = importlib.import_module("scripts.bench_store")
+    except ImportError:
+        return None
+    run = getattr(bench_store, "run", None)
+    if run is None or list(inspect.signature(run).parameters)[:5] != [
+        "path",
+        "items",
+        "queries",
+        "seed",
+        "embed",
+    ]:
+        return None
+    embed = getattr(bench_store, "fake_embed", None) if hybrid else None
+    if hybrid and embed is None:
+        return None
+    return await run(path, items, queries, 42, embed)
+
+
+async def _search_ourselves(path: Path, items: int, queries: int) -> dict[str, Any]:
+    """A minimal full-text search benchmark straight on SqliteStore."""
+    import time
+
+    from langgraph.store.base import PutOp
+
+    from .report import percentile
+
+    store_module = _module("storage.store")
+    assert store_module is not None
+    store = await store_module.SqliteStore.open(path, max_items_per_namespace=items)
+    rng = random.Random(42)
+    words = (
+        "tea",
+        "coffee",
+        "keys",
+        "garage",
+        "dentist",
+        "piano",
+        "blanket",
+        "lights",
+        "heating",
+        "football",
+    )
+    try:
+        for start in range(0, items, 200):
+            await store.abatch(
+                [
+                    PutOp(
+                        ("memories", f"person{index % 4}"),
+                        f"m{index}",
+                        {"text": " ".join(rng.choices(words, k=6))},
+                    )
+                    for index in range(start, min(start + 200, items))
+                ]
+            )
+        latencies = []
+        for _ in range(queries):
+            query = " ".join(rng.choices(words, k=2))
+            start_time = time.perf_counter()
+            await store.asearch(("memories",), query=query, limit=5)
+            latencies.append((time.perf_counter() - start_time) * 1000)
+    finally:
+        await store.aclose()
+    ordered = sorted(latencies)
+    return {
+        "items": items,
+        "mode": "fts",
+        "p50_ms": percentile(ordered, 50),
+        "p95_ms": percentile(ordered, 95),
+    }
+
+
+async def search_rows(bench: Bench) -> list[Row]:
+    """Memory search p50/p95 at 1,000 and 10,000 memories."""
+    store_module = _module("storage.store")
+    if store_module is None or not hasattr(store_module, "SqliteStore"):
+        return [_missing("memory search at 10,000 memories")]
+    queries = 50 if bench.settings.quick else 200
+    modes = [False] if bench.settings.quick else [False, True]
+    results: list[dict[str, Any]] = []
+    source = "scripts/bench_store.py"
+    with tempfile.TemporaryDirectory(prefix="lgc-bench-store-") as directory:
+        for items in (1000, 10000):
+            for hybrid in modes:
+                path = Path(directory) / f"{items}-{hybrid}.db"
+                result = await _search_with_bench_store(path, items, queries, hybrid)
+                if result is None:
+                    if hybrid:
+                        continue
+                    source = "scripts/bench_lib/storage.py"
+                    result = await _search_ourselves(path, items, queries)
+                results.append(result)
+    bench.raw["storage_search"] = {"queries": queries, "source": source, "results": results}
+    rows = []
+    for result in results:
+        items, mode = result["items"], result["mode"]
+        judged_row = items == 10000 and mode == "fts"
+        rows.append(
+            Row(
+                figure=5,
+                name=f"memory search, {items:,} memories, {mode}",
+                unit="ms",
+                ours=Stat(result["p50_ms"], result["p95_ms"], queries, result.get("max_ms", 0)),
+                core=None,
+                target=f"p95 ≤ {SEARCH_TARGET_MS:.0f} ms at 10,000"
+                if judged_row
+                else "(information)",
+                outcome=judged(result["p95_ms"] <= SEARCH_TARGET_MS) if judged_row else "info",
+                notes=[f"figure 5: memory search measured by {source}, {queries} queries, limit 5"]
+                + (
+                    ["--quick: figure 5 searches full-text only (the full run adds hybrid)"]
+                    if bench.settings.quick
+                    else []
+                ),
+            )
+        )
+    return rows
+
+
+def _missing(name: str) -> Row:
+    return Row(
+        figure=5,
+        name=name,
+        unit="",
+        ours=None,
+        core=None,
+        target="(persistence not built yet)",
+        outcome="n/a",
+        detail="not available",
+    )
+
+
+async def measure(bench: Bench) -> list[Row]:
+    """Both parts of figure 5."""
+    return [*await thread_size_rows(bench), *await search_rows(bench)]
