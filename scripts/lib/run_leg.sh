@@ -8,7 +8,7 @@ venv=$(bash scripts/lib/leg_venv.sh) || { echo "LGC-RESULT $LGC_LEG 0 1 0"; exit
 export PATH="$venv/bin:$PATH"
 status=0
 echo "== leg $LGC_LEG: ruff"
-if ! ruff check --no-cache custom_components tests 2>/dev/null >/tmp/lgc-ruff.txt; then
+if ! ruff check --no-cache custom_components tests scripts/bench_lib scripts/e2e_lib scripts/lib 2>/dev/null >/tmp/lgc-ruff.txt; then
     cat /tmp/lgc-ruff.txt
     ruff_failed=1
     status=1
@@ -16,7 +16,7 @@ else
     ruff_failed=0
     echo "ruff: clean"
 fi
-if ! ruff format --no-cache --check custom_components tests >/tmp/lgc-ruff-format.txt 2>&1; then
+if ! ruff format --no-cache --check custom_components tests scripts/bench_lib scripts/e2e_lib scripts/lib >/tmp/lgc-ruff-format.txt 2>&1; then
     cat /tmp/lgc-ruff-format.txt
     ruff_failed=$((ruff_failed + 1))
     status=1
