@@ -172,3 +172,70 @@ async def test_unload_and_reload(
         hass, "Hi again", None, Context(), agent_id=entity_id
     )
     assert result.response.speech["plain"]["speech"] == "After."
+
+
+async def test_two_models_keep_their_own_servers_and_keys(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    ollama_server: FakeOllamaServer,
+) -> None:
+    """Calls of one entry never change where another entry's calls go, or with which key."""
+    local = MockConfigEntry(
+        domain=DOMAIN,
+        data={CONF_MODEL: "ollama_chat/llama3.2", CONF_API_BASE: ollama_server.base_url},
+        subentries_data=[
+            ConfigSubentryData(
+                data=DEFAULT_AGENT_OPTIONS,
+                subentry_type=SUBENTRY_CONVERSATION,
+                title="Local",
+                unique_id=None,
+            )
+        ],
+    )
+    local.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(local.entry_id)
+    await hass.async_block_till_done()
+    for n in range(2):
+        openai_server.add_text(f"Cloud {n}.")
+        cloud = await conversation.async_converse(
+            hass, "Hi", None, Context(), agent_id=agent_entity_id(hass, setup_integration)
+        )
+        assert cloud.response.speech["plain"]["speech"] == f"Cloud {n}."
+        ollama_server.add_text(f"Local {n}.")
+        here = await conversation.async_converse(
+            hass, "Hi", None, Context(), agent_id=agent_entity_id(hass, local)
+        )
+        assert here.response.speech["plain"]["speech"] == f"Local {n}."
+    assert openai_server.request_count == 2
+    assert ollama_server.request_count == 2
+    # Nothing was left in LiteLLM's module-wide settings for other callers to pick up.
+    assert litellm.api_key is None
+    assert litellm.api_base is None
+
+
+async def test_ollama_errors_keep_their_meaning(
+    hass: HomeAssistant, ollama_server: FakeOllamaServer
+) -> None:
+    """LiteLLM wraps every Ollama error as a connection error; the status still decides."""
+    assert await async_setup_component(hass, "homeassistant", {})
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        data={CONF_MODEL: "ollama_chat/llama3.2", CONF_API_BASE: ollama_server.base_url},
+        subentries_data=[
+            ConfigSubentryData(
+                data={**DEFAULT_AGENT_OPTIONS, "model_retries": 0},
+                subentry_type=SUBENTRY_CONVERSATION,
+                title="Local",
+                unique_id=None,
+            )
+        ],
+    )
+    entry.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    ollama_server.add_error(404, "model 'llama3.2' not found, try pulling it first")
+    result = await conversation.async_converse(
+        hass, "Hi", None, Context(), agent_id=agent_entity_id(hass, entry)
+    )
+    assert "does not know the configured model" in result.response.speech["plain"]["speech"]

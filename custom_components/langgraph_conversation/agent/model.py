@@ -113,38 +113,57 @@ def _kind_from_status(status: int) -> ModelErrorKind | None:
     return None
 
 
-# Transport failures hidden under a status-carrying exception: LiteLLM reports a refused
-# connection as InternalServerError (500) and keeps the real cause in the chain.
-_TRANSPORT_KINDS: tuple[tuple[tuple[type[BaseException], ...], ModelErrorKind], ...] = (
-    ((openai.APITimeoutError, httpx.TimeoutException, TimeoutError), ModelErrorKind.TIMEOUT),
-    (
-        (openai.APIConnectionError, httpx.TransportError, ConnectionError),
-        ModelErrorKind.CONNECTION,
-    ),
-)
+_TIMEOUTS = (openai.APITimeoutError, httpx.TimeoutException, TimeoutError)
+# A transport that really failed (refused, reset, cut mid-stream)...
+_TRANSPORT_FAILURES = (httpx.TransportError, ConnectionError)
+# ...as opposed to LiteLLM's generic wrapper, which it also uses for Ollama's HTTP errors.
+_CONNECTION_WRAPPERS = (openai.APIConnectionError,)
 
 
-def _transport_kind(err: BaseException) -> ModelErrorKind | None:
-    seen: set[int] = set()
+def _chain(err: BaseException) -> list[BaseException]:
+    """The exception and its causes, outermost first."""
+    chain: list[BaseException] = []
     current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        for types, kind in _TRANSPORT_KINDS:
-            if isinstance(current, types):
-                return kind
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
         current = current.__cause__ or current.__context__
+    return chain
+
+
+def _provider_status(chain: list[BaseException]) -> int | None:
+    """The HTTP status the provider answered, if any.
+
+    LiteLLM's own exceptions carry a status of their own choosing (a refused connection
+    is a 500, every Ollama error a 500); the provider's answer is further down the chain.
+    """
+    for exc in chain:
+        status = getattr(exc, "status_code", None)
+        if (
+            type(exc).__module__ != "litellm.exceptions"
+            and isinstance(status, int)
+            and status >= 400
+        ):
+            return status
     return None
 
 
 def classify_error(err: BaseException) -> ModelErrorKind:
     """Map an exception raised by a LiteLLM call to a ModelErrorKind.
 
-    The HTTP status wins over the exception class: for OpenAI-compatible servers
-    LiteLLM 1.83 raises BadRequestError for any status it does not map itself, with the
-    real status in `status_code`.
+    In order: a timeout anywhere in the chain; a transport failure; the provider's HTTP
+    status; LiteLLM's connection wrapper; LiteLLM's own status (1.83 raises
+    BadRequestError for statuses it does not map, with the real status in
+    `status_code`); the exception class.
     """
-    if (transport := _transport_kind(err)) is not None:
-        return transport
+    chain = _chain(err)
+    if any(isinstance(exc, _TIMEOUTS) for exc in chain):
+        return ModelErrorKind.TIMEOUT
+    if any(isinstance(exc, _TRANSPORT_FAILURES) for exc in chain):
+        return ModelErrorKind.CONNECTION
+    if (status := _provider_status(chain)) is not None:
+        return _kind_from_status(status) or ModelErrorKind.UNKNOWN
+    if any(isinstance(exc, _CONNECTION_WRAPPERS) for exc in chain):
+        return ModelErrorKind.CONNECTION
     status = getattr(err, "status_code", None)
     if isinstance(status, int) and status >= 400:
         return _kind_from_status(status) or ModelErrorKind.UNKNOWN
@@ -169,8 +188,12 @@ def is_retryable(err: BaseException) -> bool:
 
 def retry_delay(err: BaseException, attempt: int) -> float:
     """Seconds to wait before retry number `attempt + 1`: Retry-After if given, capped."""
-    response = getattr(err, "response", None)
-    headers = getattr(response, "headers", None) or {}
+    # LiteLLM keeps the provider's headers apart; the httpx response may be empty.
+    headers = (
+        getattr(err, "litellm_response_headers", None)
+        or getattr(getattr(err, "response", None), "headers", None)
+        or {}
+    )
     try:
         asked = float(headers.get("retry-after", ""))
     except ValueError:
@@ -186,6 +209,32 @@ def to_model_error(err: BaseException, access: ModelAccess) -> ModelError:
     return ModelError(classify_error(err), detail[:500])
 
 
+class ChatModel(ChatLiteLLM):
+    """ChatLiteLLM that keeps its credentials to its own calls.
+
+    langchain-litellm writes each call's api_key and api_base into LiteLLM's module-wide
+    settings (its `client` is the litellm module) and leaves the key out of the call
+    itself. With two models configured, one entry's key would then travel with another's
+    requests, and `ollama_chat` prefers the module-wide base URL over its own, so Ollama
+    calls would go to whichever server was called last. Here both go with the call, and
+    the module is left alone.
+    """
+
+    @property
+    def _client_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            **self._default_params,
+            "model": self.model_name or self.model,
+            "timeout": self.request_timeout,
+            "api_base": self.api_base,
+        }
+        if self.api_key:
+            params["api_key"] = self.api_key
+        if self.extra_headers is not None:
+            params["extra_headers"] = self.extra_headers
+        return params
+
+
 def build_chat_model(access: ModelAccess, settings: ModelSettings) -> ChatLiteLLM:
     """Create the LangChain chat model for one agent (done once per configuration)."""
     extra: dict[str, Any] = {}
@@ -193,7 +242,7 @@ def build_chat_model(access: ModelAccess, settings: ModelSettings) -> ChatLiteLL
         extra["temperature"] = settings.temperature
     if settings.max_tokens is not None:
         extra["max_tokens"] = settings.max_tokens
-    return ChatLiteLLM(
+    return ChatModel(
         model=access.model,
         api_key=access.api_key,
         api_base=access.api_base,
