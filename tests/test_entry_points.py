@@ -26,6 +26,29 @@ from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from .helpers import add_light, assist_tool_name
 
 
+async def _ollama_entry(
+    hass: HomeAssistant, server: FakeOllamaServer, **options: object
+) -> MockConfigEntry:
+    """A loaded entry for the fake Ollama server, with one agent."""
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        title="ollama_chat/llama3.2",
+        data={CONF_MODEL: "ollama_chat/llama3.2", CONF_API_BASE: server.base_url},
+        subentries_data=[
+            ConfigSubentryData(
+                data={**DEFAULT_AGENT_OPTIONS, **options},
+                subentry_type=SUBENTRY_CONVERSATION,
+                title="Local agent",
+                unique_id=None,
+            )
+        ],
+    )
+    entry.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    return entry
+
+
 async def test_chat_panel_websocket(
     hass: HomeAssistant,
     setup_integration: MockConfigEntry,
@@ -117,22 +140,7 @@ async def test_voice_pipeline_streams_deltas(
 async def test_ollama_model(hass: HomeAssistant, ollama_server: FakeOllamaServer) -> None:
     """The same agent works over Ollama's native /api/chat through LiteLLM."""
     assert await async_setup_component(hass, "homeassistant", {})
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        title="ollama_chat/llama3.2",
-        data={CONF_MODEL: "ollama_chat/llama3.2", CONF_API_BASE: ollama_server.base_url},
-        subentries_data=[
-            ConfigSubentryData(
-                data=DEFAULT_AGENT_OPTIONS,
-                subentry_type=SUBENTRY_CONVERSATION,
-                title="Local agent",
-                unique_id=None,
-            )
-        ],
-    )
-    entry.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
+    entry = await _ollama_entry(hass, ollama_server)
     add_light(hass, "kitchen", "Kitchen Light", exposed=True)
     turn_on = async_mock_service(hass, "light", "turn_on")
     ollama_server.add_tool_calls(
@@ -181,21 +189,7 @@ async def test_two_models_keep_their_own_servers_and_keys(
     ollama_server: FakeOllamaServer,
 ) -> None:
     """Calls of one entry never change where another entry's calls go, or with which key."""
-    local = MockConfigEntry(
-        domain=DOMAIN,
-        data={CONF_MODEL: "ollama_chat/llama3.2", CONF_API_BASE: ollama_server.base_url},
-        subentries_data=[
-            ConfigSubentryData(
-                data=DEFAULT_AGENT_OPTIONS,
-                subentry_type=SUBENTRY_CONVERSATION,
-                title="Local",
-                unique_id=None,
-            )
-        ],
-    )
-    local.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(local.entry_id)
-    await hass.async_block_till_done()
+    local = await _ollama_entry(hass, ollama_server)
     for n in range(2):
         openai_server.add_text(f"Cloud {n}.")
         cloud = await conversation.async_converse(
@@ -219,21 +213,7 @@ async def test_ollama_errors_keep_their_meaning(
 ) -> None:
     """LiteLLM wraps every Ollama error as a connection error; the status still decides."""
     assert await async_setup_component(hass, "homeassistant", {})
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        data={CONF_MODEL: "ollama_chat/llama3.2", CONF_API_BASE: ollama_server.base_url},
-        subentries_data=[
-            ConfigSubentryData(
-                data={**DEFAULT_AGENT_OPTIONS, "model_retries": 0},
-                subentry_type=SUBENTRY_CONVERSATION,
-                title="Local",
-                unique_id=None,
-            )
-        ],
-    )
-    entry.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
+    entry = await _ollama_entry(hass, ollama_server, model_retries=0)
     ollama_server.add_error(404, "model 'llama3.2' not found, try pulling it first")
     result = await conversation.async_converse(
         hass, "Hi", None, Context(), agent_id=agent_entity_id(hass, entry)
