@@ -11,13 +11,9 @@ from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import llm
 
 
-async def assist_tool_name(hass: HomeAssistant, suffix: str) -> str:
-    """The Assist API's name for a tool on this Home Assistant version.
-
-    2026.2 names intent tools plainly (HassTurnOn); 2026.8+ prefixes them
-    (intent__HassTurnOn). Tests look the name up instead of hard-coding either.
-    """
-    api = await llm.async_get_api(
+async def assist_api(hass: HomeAssistant) -> llm.APIInstance:
+    """Home Assistant's Assist API as an agent of ours gets it for a turn."""
+    return await llm.async_get_api(
         hass,
         llm.LLM_API_ASSIST,
         llm.LLMContext(
@@ -28,6 +24,15 @@ async def assist_tool_name(hass: HomeAssistant, suffix: str) -> str:
             device_id=None,
         ),
     )
+
+
+async def assist_tool_name(hass: HomeAssistant, suffix: str) -> str:
+    """The Assist API's name for a tool on this Home Assistant version.
+
+    2026.2 names intent tools plainly (HassTurnOn); 2026.8+ prefixes them
+    (intent__HassTurnOn). Tests look the name up instead of hard-coding either.
+    """
+    api = await assist_api(hass)
     names = [tool.name for tool in api.tools if tool.name.endswith(suffix)]
     assert names, f"no Assist tool ends with {suffix}: {[t.name for t in api.tools]}"
     return names[0]

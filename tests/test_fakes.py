@@ -360,6 +360,22 @@ async def test_openai_invalid_json_chunk(
     assert text_of(received) == "Hi"
 
 
+async def test_finish_reason_and_clearing_the_script(
+    socket_enabled: None, openai_fake: FakeOpenAIServer, ollama_fake: FakeOllamaServer
+) -> None:
+    """A scripted finish reason reaches LiteLLM from both protocols."""
+    openai_fake.add_text("Cut sh", finish_reason="length")
+    ollama_fake.add_text("Cut sh", finish_reason="length")
+    response = await litellm.acompletion(**openai_call(openai_fake))
+    chunks = await collect(**ollama_call(ollama_fake))
+    assert response.choices[0].finish_reason == "length"
+    assert chunks[-1].choices[0].finish_reason == "length"
+
+    openai_fake.add_text("never sent")
+    openai_fake.clear_replies()
+    assert openai_fake.pending_replies == 0
+
+
 async def test_openai_first_byte_delay_times_out(
     socket_enabled: None, openai_fake: FakeOpenAIServer
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+import sqlite3
 
 from freezegun.api import FrozenDateTimeFactory
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
@@ -149,3 +150,61 @@ async def test_continue_recent_conversation_window(
     openai_server.add_text("Which day?")
     await _ask_from(hass, setup_integration, "And then?", kitchen)
     assert len(openai_server.requests[-1]["messages"]) == 2
+
+
+async def test_locked_threads_file_mid_run_continues_in_memory(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Another program locks threads.db: repair issue, the turn is answered from memory."""
+    openai_server.add_text("Stored.")
+    first = await _ask(hass, setup_integration, "Remember this turn", None)
+    path = hass.config.path("langgraph_conversation", "threads.db")
+
+    def lock() -> sqlite3.Connection:
+        holder = sqlite3.connect(path, timeout=0, check_same_thread=False)
+        holder.execute("BEGIN EXCLUSIVE")
+        return holder
+
+    holder = await hass.async_add_executor_job(lock)
+    try:
+        openai_server.add_text("Answered anyway.")
+        result = await _ask(hass, setup_integration, "Hello again", None)
+    finally:
+        await hass.async_add_executor_job(holder.close)
+    assert result.response.speech["plain"]["speech"] == "Answered anyway."
+    issue = ir.async_get(hass).async_get_issue("langgraph_conversation", "threads_unavailable")
+    assert issue is not None
+    assert "locked" in issue.translation_placeholders["error"]
+
+    # After a reload the file is used again and nothing stored before was lost.
+    await _reload(hass, setup_integration)
+    openai_server.add_text("Welcome back.")
+    await _ask(hass, setup_integration, "And now?", first.conversation_id)
+    assert [text_of(m) for m in openai_server.requests[-1]["messages"][1:]] == [
+        "Remember this turn",
+        "Stored.",
+        "And now?",
+    ]
+
+
+async def test_corrupted_threads_file_is_not_replaced(
+    hass: HomeAssistant, config_entry: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A file that is not a database: repair issue, answers, and the file is left alone."""
+    path = Path(hass.config.path("langgraph_conversation", "threads.db"))
+    garbage = b"this is not a database, but someone's data" * 100
+
+    def corrupt() -> None:
+        path.parent.mkdir(parents=True)
+        path.write_bytes(garbage)
+
+    await hass.async_add_executor_job(corrupt)
+    for component in ("homeassistant", "conversation", "intent"):
+        assert await async_setup_component(hass, component, {})
+    assert await hass.config_entries.async_setup(config_entry.entry_id)
+    await hass.async_block_till_done()
+    assert ir.async_get(hass).async_get_issue("langgraph_conversation", "threads_unavailable")
+    openai_server.add_text("Hello.")
+    result = await _ask(hass, config_entry, "Hi", None)
+    assert result.response.speech["plain"]["speech"] == "Hello."
+    assert await hass.async_add_executor_job(path.read_bytes) == garbage

@@ -7,15 +7,12 @@ from typing import Any
 from langchain_core.utils.function_calling import convert_to_openai_tool
 import pytest
 
-from custom_components.langgraph_conversation.const import DOMAIN
 from custom_components.langgraph_conversation.tools.ha_llm_api import tools_from_llm_api
 from custom_components.langgraph_conversation.tools.schema import sanitize_schema
-from homeassistant.components import conversation
-from homeassistant.core import Context, HomeAssistant
-from homeassistant.helpers import llm
+from homeassistant.core import HomeAssistant
 from homeassistant.setup import async_setup_component
 
-from .helpers import add_light
+from .helpers import add_light, assist_api
 
 # The keywords every provider in the reference notes accepts.
 ALLOWED = {
@@ -79,18 +76,7 @@ async def test_every_assist_tool_is_provider_safe(hass: HomeAssistant) -> None:
         },
     )
     add_light(hass, "kitchen", "Kitchen Light", exposed=True)
-    api = await llm.async_get_api(
-        hass,
-        llm.LLM_API_ASSIST,
-        llm.LLMContext(
-            platform=DOMAIN,
-            context=Context(),
-            language="en",
-            assistant=conversation.DOMAIN,
-            device_id=None,
-        ),
-    )
-    tools = tools_from_llm_api(hass, api)
+    tools = tools_from_llm_api(hass, await assist_api(hass))
     assert len(tools) >= 5
     for tool in tools:
         spec = convert_to_openai_tool(tool)["function"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 import logging
 
 from homeassistant.config_entries import ConfigEntry, ConfigEntryState
@@ -22,7 +23,7 @@ from .const import (
     DOMAIN,
     MAX_THREADS_IN_MEMORY,
 )
-from .persistence import async_acquire_storage, async_release_storage
+from .persistence import async_acquire_storage, async_release_storage, report_threads_failure
 from .services import async_register_services
 
 _LOGGER = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         entry.runtime_data = AgentRuntime(
             access, memory_checkpointer(), store=storage.memory, max_threads=MAX_THREADS_IN_MEMORY
         )
+    entry.runtime_data.on_storage_error = partial(report_threads_failure, hass)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     entry.async_on_unload(entry.add_update_listener(_async_reload))
     entry.async_on_unload(

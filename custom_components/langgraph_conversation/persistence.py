@@ -22,7 +22,7 @@ import sqlite3
 
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP
-from homeassistant.core import CALLBACK_TYPE, Event, HomeAssistant
+from homeassistant.core import CALLBACK_TYPE, Event, HomeAssistant, callback
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
@@ -128,6 +128,21 @@ async def _async_open_all(hass: HomeAssistant) -> SharedStorage:
         hass, expire, _EXPIRY_INTERVAL, cancel_on_shutdown=True
     )
     return shared
+
+
+@callback
+def report_threads_failure(hass: HomeAssistant, error: Exception) -> None:
+    """The conversations file failed while in use: say so; a reload tries it again."""
+    path = Path(hass.config.path(DOMAIN, THREADS_FILE))
+    ir.async_create_issue(
+        hass,
+        DOMAIN,
+        THREADS_ISSUE,
+        is_fixable=False,
+        severity=ir.IssueSeverity.ERROR,
+        translation_key=THREADS_ISSUE,
+        translation_placeholders={"path": str(path), "error": str(error)},
+    )
 
 
 async def async_acquire_storage(hass: HomeAssistant, entry: ConfigEntry) -> SharedStorage:

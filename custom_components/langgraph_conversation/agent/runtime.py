@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 import logging
+import sqlite3
 from typing import Any
 import weakref
 
@@ -43,6 +44,18 @@ def memory_checkpointer() -> InMemorySaver:
     imported after this package has set LANGGRAPH_STRICT_MSGPACK (read once at import).
     """
     return InMemorySaver()
+
+
+# Conversations kept when they fell back to memory (least recently used go first).
+_MEMORY_THREADS = 200
+
+
+class _StorageFailure(Exception):
+    """The conversations file failed during a turn."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class TurnError(Exception):
@@ -101,6 +114,10 @@ class AgentRuntime:
         self._max_threads = max_threads
         self._recent_threads: OrderedDict[str, None] = OrderedDict()
         self.threads = ThreadDirectory()
+        # Set when the conversations file failed and conversations went to memory.
+        self.storage_failed = False
+        # Told once when that happens (the integration raises a repair issue).
+        self.on_storage_error: Callable[[Exception], None] | None = None
 
     def chat_model(self, settings: ModelSettings) -> ChatLiteLLM:
         """One client per distinct settings, reused by every turn."""
@@ -144,6 +161,10 @@ class AgentRuntime:
         this turn's text is the answer and resumes it. A turn that fails is removed from
         the thread again, so the next turn starts from a consistent history; the failure
         is raised as TurnError.
+
+        If the conversations file fails (locked, full, read-only, corrupted), the runtime
+        goes on with conversations in memory, and the turn is run again there when
+        nothing of it had happened yet; `on_storage_error` is told once.
         """
         config: dict[str, Any] = {
             "configurable": {"thread_id": turn.thread_id},
@@ -159,6 +180,36 @@ class AgentRuntime:
         )
         async with self._lock(turn.thread_id):
             await self._touch_thread(turn.thread_id)
+            started = False
+            try:
+                async for event in self._turn_events(turn, config, context):
+                    started = True
+                    yield event
+                return
+            except _StorageFailure as failure:
+                if started or self.storage_failed:
+                    raise TurnError("storage", str(failure.error)) from None
+                self._continue_in_memory(failure.error)
+            async for event in self._turn_events(turn, config, context):
+                yield event
+
+    def _continue_in_memory(self, error: Exception) -> None:
+        """Conversations from now on live in memory; what the file holds stays there."""
+        _LOGGER.error("The conversations file failed, continuing in memory: %s", error)
+        self.storage_failed = True
+        self.checkpointer = memory_checkpointer()
+        self._graph = build_assistant_graph(self.checkpointer)
+        self._max_threads = self._max_threads or _MEMORY_THREADS
+        if self.on_storage_error is not None:
+            self.on_storage_error(error)
+
+    async def _turn_events(
+        self, turn: Turn, config: dict[str, Any], context: TurnContext
+    ) -> AsyncIterator[AgentEvent]:
+        """The turn on the current graph; storage errors come out as _StorageFailure."""
+        # Ids the thread held before this turn; None until they were read (nothing to undo).
+        before: set[str | None] | None = None
+        try:
             messages = await self.messages(turn.thread_id)
             graph_input: Any
             if await self.pending_confirmation(turn.thread_id):
@@ -169,35 +220,43 @@ class AgentRuntime:
             else:
                 graph_input = {"messages": [*_folded(turn.earlier), HumanMessage(turn.text)]}
             before = {message.id for message in messages}
-            try:
-                answered = False
-                async for mode, payload in self._graph.astream(
-                    graph_input, config, context=context, stream_mode=["custom", "updates"]
-                ):
-                    if mode == "updates":
-                        if actions := _confirmation_actions(payload.get("__interrupt__", ())):
-                            answered = True
-                            yield MessageStarted()
-                            yield ConfirmationRequested(actions)
-                        continue
-                    if isinstance(payload, MessageStarted):
-                        answered = False
-                    elif isinstance(payload, TextDelta) and payload.text.strip():
+            answered = False
+            # Each step is saved before the next runs: a failing file stops the turn
+            # before anything it could not record happens.
+            async for mode, payload in self._graph.astream(
+                graph_input,
+                config,
+                context=context,
+                stream_mode=["custom", "updates"],
+                durability="sync",
+            ):
+                if mode == "updates":
+                    if actions := _confirmation_actions(payload.get("__interrupt__", ())):
                         answered = True
-                    yield payload
-                if not answered:
-                    # Nothing to say is no answer: a voice user would hear silence.
-                    raise TurnError("empty_answer", "the model returned no text")
-            except BaseException as err:
+                        yield MessageStarted()
+                        yield ConfirmationRequested(actions)
+                    continue
+                if isinstance(payload, MessageStarted):
+                    answered = False
+                elif isinstance(payload, TextDelta) and payload.text.strip():
+                    answered = True
+                yield payload
+            if not answered:
+                # Nothing to say is no answer: a voice user would hear silence.
+                raise TurnError("empty_answer", "the model returned no text")
+        except BaseException as err:
+            if before is not None:
                 await self._forget_turn(config, before)
-                if isinstance(err, GraphRecursionError):
-                    raise TurnError(
-                        "tool_rounds", f"more than {turn.max_tool_rounds} tool rounds"
-                    ) from None
-                if isinstance(err, Exception) and not isinstance(err, TurnError):
-                    error: ModelError = to_model_error(err, self.access)
-                    raise TurnError(error.kind.value, error.detail) from None
-                raise
+            if isinstance(err, sqlite3.Error):
+                raise _StorageFailure(err) from err
+            if isinstance(err, GraphRecursionError):
+                raise TurnError(
+                    "tool_rounds", f"more than {turn.max_tool_rounds} tool rounds"
+                ) from None
+            if isinstance(err, Exception) and not isinstance(err, TurnError):
+                error: ModelError = to_model_error(err, self.access)
+                raise TurnError(error.kind.value, error.detail) from None
+            raise
 
     async def _with_memory(self, turn: Turn) -> tuple[str, list[BaseTool]]:
         """The turn's prompt and tools, with recalled memories and memory tools if enabled.
