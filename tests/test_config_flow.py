@@ -73,7 +73,7 @@ async def test_user_flow_creates_entry_with_agent(
     }
     entry = hass.config_entries.async_entries(DOMAIN)[0]
     subentries = list(entry.subentries.values())
-    assert [s.subentry_type for s in subentries] == [SUBENTRY_CONVERSATION]
+    assert [s.subentry_type for s in subentries] == [SUBENTRY_CONVERSATION, "ai_task_data"]
     assert subentries[0].data[CONF_LLM_HASS_API] == [llm.LLM_API_ASSIST]
     # The validation was one real request to the model with the key.
     assert openai_server.request_count == 1

@@ -49,6 +49,8 @@ from .const import (
     CONF_REQUEST_TIMEOUT,
     CONF_TEMPERATURE,
     CONF_TOOL_CATEGORIES,
+    DEFAULT_AI_TASK_NAME,
+    DEFAULT_AI_TASK_TEMPERATURE,
     DEFAULT_CONTINUE_MINUTES,
     DEFAULT_CONVERSATION_NAME,
     DEFAULT_HISTORY_BUDGET,
@@ -59,6 +61,7 @@ from .const import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOOL_CATEGORIES,
     DOMAIN,
+    SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
     VALIDATION_TIMEOUT,
 )
@@ -99,6 +102,12 @@ DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
     CONF_TEMPERATURE: DEFAULT_TEMPERATURE,
     CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
     CONF_MAX_TOOL_ROUNDS: DEFAULT_MAX_TOOL_ROUNDS,
+    CONF_REQUEST_TIMEOUT: DEFAULT_REQUEST_TIMEOUT,
+}
+
+DEFAULT_AI_TASK_OPTIONS: dict[str, Any] = {
+    CONF_TEMPERATURE: DEFAULT_AI_TASK_TEMPERATURE,
+    CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
     CONF_REQUEST_TIMEOUT: DEFAULT_REQUEST_TIMEOUT,
 }
 
@@ -146,7 +155,13 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
                             "data": DEFAULT_AGENT_OPTIONS,
                             "title": DEFAULT_CONVERSATION_NAME,
                             "unique_id": None,
-                        }
+                        },
+                        {
+                            "subentry_type": SUBENTRY_AI_TASK,
+                            "data": DEFAULT_AI_TASK_OPTIONS,
+                            "title": DEFAULT_AI_TASK_NAME,
+                            "unique_id": None,
+                        },
                     ],
                 )
             errors["base"] = error
@@ -200,7 +215,7 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
         cls, config_entry: ConfigEntry
     ) -> dict[str, type[ConfigSubentryFlow]]:
         """Agents are subentries of the model access entry."""
-        return {SUBENTRY_CONVERSATION: AgentSubentryFlow}
+        return {SUBENTRY_CONVERSATION: AgentSubentryFlow, SUBENTRY_AI_TASK: AITaskSubentryFlow}
 
 
 def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
@@ -305,4 +320,63 @@ class AgentSubentryFlow(ConfigSubentryFlow):
             data_schema=self.add_suggested_values_to_schema(
                 _agent_schema(self.hass, is_new), suggested
             ),
+        )
+
+
+def _ai_task_schema(is_new: bool) -> vol.Schema:
+    fields: dict[Any, Any] = {}
+    if is_new:
+        fields[vol.Required("name", default=DEFAULT_AI_TASK_NAME)] = TextSelector()
+    fields.update(
+        {
+            vol.Optional(CONF_TEMPERATURE, default=DEFAULT_AI_TASK_TEMPERATURE): NumberSelector(
+                NumberSelectorConfig(min=0, max=2, step=0.05, mode=NumberSelectorMode.SLIDER)
+            ),
+            vol.Optional(CONF_MAX_TOKENS, default=DEFAULT_MAX_TOKENS): NumberSelector(
+                NumberSelectorConfig(min=16, max=65536, step=1, mode=NumberSelectorMode.BOX)
+            ),
+            vol.Optional(CONF_REQUEST_TIMEOUT, default=DEFAULT_REQUEST_TIMEOUT): NumberSelector(
+                NumberSelectorConfig(
+                    min=5, max=600, step=1, unit_of_measurement="s", mode=NumberSelectorMode.BOX
+                )
+            ),
+        }
+    )
+    return vol.Schema(fields)
+
+
+class AITaskSubentryFlow(ConfigSubentryFlow):
+    """Create or reconfigure one AI Task entity (generate_data with the entry's model)."""
+
+    async def async_step_user(self, user_input: dict[str, Any] | None = None) -> SubentryFlowResult:
+        """A new AI Task entity."""
+        return await self._async_step_options(user_input, is_new=True)
+
+    async def async_step_reconfigure(
+        self, user_input: dict[str, Any] | None = None
+    ) -> SubentryFlowResult:
+        """Change an existing AI Task entity."""
+        return await self._async_step_options(user_input, is_new=False)
+
+    async def _async_step_options(
+        self, user_input: dict[str, Any] | None, *, is_new: bool
+    ) -> SubentryFlowResult:
+        if self._get_entry().state != ConfigEntryState.LOADED:
+            return self.async_abort(reason="entry_not_loaded")
+        if user_input is not None:
+            options = {k: v for k, v in user_input.items() if k != "name"}
+            for key in (CONF_MAX_TOKENS, CONF_REQUEST_TIMEOUT):
+                if key in options:
+                    options[key] = int(options[key])
+            if is_new:
+                return self.async_create_entry(title=user_input["name"], data=options)
+            return self.async_update_and_abort(
+                self._get_entry(), self._get_reconfigure_subentry(), data=options
+            )
+        suggested = (
+            DEFAULT_AI_TASK_OPTIONS if is_new else dict(self._get_reconfigure_subentry().data)
+        )
+        return self.async_show_form(
+            step_id="user" if is_new else "reconfigure",
+            data_schema=self.add_suggested_values_to_schema(_ai_task_schema(is_new), suggested),
         )

@@ -57,3 +57,9 @@ CHECKPOINTS_KEPT_PER_THREAD: Final = 3
 # Conversations unused for this many days are deleted.
 THREAD_IDLE_DAYS: Final = 30
 MEMORY_RECALL_LIMIT: Final = 5
+
+# AI Task (subentry type "ai_task_data"): one model call per task.
+SUBENTRY_AI_TASK: Final = "ai_task_data"
+DEFAULT_AI_TASK_NAME: Final = "AI Task"
+# Data generation wants consistent, schema-following answers more than variety.
+DEFAULT_AI_TASK_TEMPERATURE: Final = 0.3
