@@ -63,3 +63,7 @@ SUBENTRY_AI_TASK: Final = "ai_task_data"
 DEFAULT_AI_TASK_NAME: Final = "AI Task"
 # Data generation wants consistent, schema-following answers more than variety.
 DEFAULT_AI_TASK_TEMPERATURE: Final = 0.3
+
+# Longest request passed to the model, in characters; longer ones are cut and the user is
+# told (a pasted document would otherwise fill a small model's whole context).
+MAX_REQUEST_CHARS: Final = 8000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 import logging
+import re
 from typing import Any, Literal
 
 from homeassistant.components import conversation
@@ -48,6 +49,7 @@ from .const import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TEMPERATURE,
     DOMAIN,
+    MAX_REQUEST_CHARS,
     MEMORY_RECALL_LIMIT,
     SUBENTRY_CONVERSATION,
 )
@@ -142,14 +144,38 @@ def confirmation_question(actions: tuple[str, ...]) -> str:
     )
 
 
-async def chat_log_deltas(events: AsyncIterator[AgentEvent]) -> AsyncIterator[dict[str, Any]]:
-    """Translate agent events into ChatLog deltas, as they happen."""
+# C0 control characters other than tab and newline, and DEL: noise for every model.
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean_request(text: str) -> tuple[str, str | None]:
+    """The request as the model gets it, and a notice for the user if it was cut."""
+    text = _CONTROL_CHARACTERS.sub("", text)
+    if len(text) <= MAX_REQUEST_CHARS:
+        return text, None
+    notice = async_get_exception_message(
+        DOMAIN, "request_truncated", {"limit": f"{MAX_REQUEST_CHARS:,}"}
+    )
+    # Home Assistant drops an exception message's final full stop; this one is spoken.
+    return text[:MAX_REQUEST_CHARS], f"{notice.rstrip('.')}."
+
+
+async def chat_log_deltas(
+    events: AsyncIterator[AgentEvent], notice: str | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """Translate agent events into ChatLog deltas, as they happen.
+
+    A `notice` (the request was cut) opens the first assistant message.
+    """
     async for event in events:
         match event:
             case ConfirmationRequested(actions=actions):
                 yield {"content": confirmation_question(actions)}
             case MessageStarted():
                 yield {"role": "assistant"}
+                if notice:
+                    yield {"content": f"{notice} "}
+                    notice = None
             case TextDelta(text=text):
                 yield {"content": text}
             case ToolCallsRequested(calls=calls):
@@ -226,6 +252,7 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
             return err.as_conversation_result()
 
         runtime = self.entry.runtime_data
+        request, notice = clean_request(user_input.text)
         turn = Turn(
             thread_id=runtime.threads.resolve(
                 self.subentry.subentry_id,
@@ -234,7 +261,7 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
                 now=dt_util.utcnow().timestamp(),
                 window=60 * options.get(CONF_CONTINUE_MINUTES, DEFAULT_CONTINUE_MINUTES),
             ),
-            text=user_input.text,
+            text=request,
             system_prompt=self._system_prompt(chat_log),
             settings=self._settings(),
             tools=[
@@ -263,7 +290,7 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
         )
         try:
             async for _content in chat_log.async_add_delta_content_stream(
-                self.entity_id, chat_log_deltas(runtime.run_turn(turn))
+                self.entity_id, chat_log_deltas(runtime.run_turn(turn), notice)
             ):
                 pass
         except TurnError as err:
