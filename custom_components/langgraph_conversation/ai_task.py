@@ -14,23 +14,19 @@ import litellm
 import voluptuous as vol
 
 from homeassistant.components import ai_task, conversation
-from homeassistant.config_entries import ConfigEntry, ConfigSubentry
+from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers import device_registry as dr, llm
+from homeassistant.helpers import llm
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from .agent.model import ModelAccess, ModelErrorKind, ModelSettings, to_model_error
+from .agent.model import ModelAccess, ModelErrorKind, to_model_error
 from .const import (
-    CONF_MAX_TOKENS,
-    CONF_REQUEST_TIMEOUT,
-    CONF_TEMPERATURE,
     DEFAULT_AI_TASK_TEMPERATURE,
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_REQUEST_TIMEOUT,
     DOMAIN,
     SUBENTRY_AI_TASK,
 )
+from .entity import SubentryEntity, add_subentry_entities
 from .tools.schema import sanitize_schema, schema_to_json
 
 try:  # Home Assistant >= 2026.9 describes structures with probatio
@@ -65,13 +61,7 @@ async def async_setup_entry(
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
     """One AI Task entity per ai_task_data subentry."""
-    for subentry in entry.subentries.values():
-        if subentry.subentry_type != SUBENTRY_AI_TASK:
-            continue
-        async_add_entities(
-            [LangGraphAITaskEntity(entry, subentry)],
-            config_subentry_id=subentry.subentry_id,
-        )
+    add_subentry_entities(entry, SUBENTRY_AI_TASK, LangGraphAITaskEntity, async_add_entities)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,35 +111,13 @@ def parse_json_answer(text: str) -> Any:
         raise
 
 
-class LangGraphAITaskEntity(ai_task.AITaskEntity):
+class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
     """Generates data with the entry's model: text, or JSON matching a structure."""
 
-    _attr_has_entity_name = True
-    _attr_name = None
+    default_temperature = DEFAULT_AI_TASK_TEMPERATURE
     _attr_supported_features = (
         ai_task.AITaskEntityFeature.GENERATE_DATA | ai_task.AITaskEntityFeature.SUPPORT_ATTACHMENTS
     )
-
-    def __init__(self, entry: ConfigEntry, subentry: ConfigSubentry) -> None:
-        """Bind the entity to its AI Task subentry."""
-        self.entry = entry
-        self.subentry = subentry
-        self._attr_unique_id = subentry.subentry_id
-        self._attr_device_info = dr.DeviceInfo(
-            identifiers={(DOMAIN, subentry.subentry_id)},
-            name=subentry.title,
-            manufacturer="LangGraph Conversation",
-            model=entry.data.get("model"),
-            entry_type=dr.DeviceEntryType.SERVICE,
-        )
-
-    def _settings(self) -> ModelSettings:
-        options = self.subentry.data
-        return ModelSettings(
-            temperature=options.get(CONF_TEMPERATURE, DEFAULT_AI_TASK_TEMPERATURE),
-            max_tokens=options.get(CONF_MAX_TOKENS, DEFAULT_MAX_TOKENS),
-            request_timeout=options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT),
-        )
 
     async def _async_generate_data(
         self,

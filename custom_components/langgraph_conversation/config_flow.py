@@ -289,17 +289,26 @@ def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str,
     return options
 
 
-class AgentSubentryFlow(ConfigSubentryFlow):
-    """Create or reconfigure one conversation agent."""
+class _OptionsSubentryFlow(ConfigSubentryFlow):
+    """Create or reconfigure one subentry from a single options form."""
+
+    # The options a new subentry's form suggests.
+    defaults: dict[str, Any]
+
+    def _schema(self, is_new: bool) -> vol.Schema:
+        raise NotImplementedError  # abstract: each kind of subentry has its form
+
+    def _options(self, user_input: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError  # abstract: each kind of subentry stores its options
 
     async def async_step_user(self, user_input: dict[str, Any] | None = None) -> SubentryFlowResult:
-        """A new agent."""
+        """A new subentry."""
         return await self._async_step_options(user_input, is_new=True)
 
     async def async_step_reconfigure(
         self, user_input: dict[str, Any] | None = None
     ) -> SubentryFlowResult:
-        """Change an existing agent."""
+        """Change an existing subentry."""
         return await self._async_step_options(user_input, is_new=False)
 
     async def _async_step_options(
@@ -308,19 +317,29 @@ class AgentSubentryFlow(ConfigSubentryFlow):
         if self._get_entry().state != ConfigEntryState.LOADED:
             return self.async_abort(reason="entry_not_loaded")
         if user_input is not None:
-            options = _agent_options(self.hass, user_input)
+            options = self._options(user_input)
             if is_new:
                 return self.async_create_entry(title=user_input["name"], data=options)
             return self.async_update_and_abort(
                 self._get_entry(), self._get_reconfigure_subentry(), data=options
             )
-        suggested = DEFAULT_AGENT_OPTIONS if is_new else dict(self._get_reconfigure_subentry().data)
+        suggested = self.defaults if is_new else dict(self._get_reconfigure_subentry().data)
         return self.async_show_form(
             step_id="user" if is_new else "reconfigure",
-            data_schema=self.add_suggested_values_to_schema(
-                _agent_schema(self.hass, is_new), suggested
-            ),
+            data_schema=self.add_suggested_values_to_schema(self._schema(is_new), suggested),
         )
+
+
+class AgentSubentryFlow(_OptionsSubentryFlow):
+    """Create or reconfigure one conversation agent."""
+
+    defaults = DEFAULT_AGENT_OPTIONS
+
+    def _schema(self, is_new: bool) -> vol.Schema:
+        return _agent_schema(self.hass, is_new)
+
+    def _options(self, user_input: dict[str, Any]) -> dict[str, Any]:
+        return _agent_options(self.hass, user_input)
 
 
 def _ai_task_schema(is_new: bool) -> vol.Schema:
@@ -345,38 +364,17 @@ def _ai_task_schema(is_new: bool) -> vol.Schema:
     return vol.Schema(fields)
 
 
-class AITaskSubentryFlow(ConfigSubentryFlow):
+class AITaskSubentryFlow(_OptionsSubentryFlow):
     """Create or reconfigure one AI Task entity (generate_data with the entry's model)."""
 
-    async def async_step_user(self, user_input: dict[str, Any] | None = None) -> SubentryFlowResult:
-        """A new AI Task entity."""
-        return await self._async_step_options(user_input, is_new=True)
+    defaults = DEFAULT_AI_TASK_OPTIONS
 
-    async def async_step_reconfigure(
-        self, user_input: dict[str, Any] | None = None
-    ) -> SubentryFlowResult:
-        """Change an existing AI Task entity."""
-        return await self._async_step_options(user_input, is_new=False)
+    def _schema(self, is_new: bool) -> vol.Schema:
+        return _ai_task_schema(is_new)
 
-    async def _async_step_options(
-        self, user_input: dict[str, Any] | None, *, is_new: bool
-    ) -> SubentryFlowResult:
-        if self._get_entry().state != ConfigEntryState.LOADED:
-            return self.async_abort(reason="entry_not_loaded")
-        if user_input is not None:
-            options = {k: v for k, v in user_input.items() if k != "name"}
-            for key in (CONF_MAX_TOKENS, CONF_REQUEST_TIMEOUT):
-                if key in options:
-                    options[key] = int(options[key])
-            if is_new:
-                return self.async_create_entry(title=user_input["name"], data=options)
-            return self.async_update_and_abort(
-                self._get_entry(), self._get_reconfigure_subentry(), data=options
-            )
-        suggested = (
-            DEFAULT_AI_TASK_OPTIONS if is_new else dict(self._get_reconfigure_subentry().data)
-        )
-        return self.async_show_form(
-            step_id="user" if is_new else "reconfigure",
-            data_schema=self.add_suggested_values_to_schema(_ai_task_schema(is_new), suggested),
-        )
+    def _options(self, user_input: dict[str, Any]) -> dict[str, Any]:
+        options = {k: v for k, v in user_input.items() if k != "name"}
+        for key in (CONF_MAX_TOKENS, CONF_REQUEST_TIMEOUT):
+            if key in options:
+                options[key] = int(options[key])
+        return options

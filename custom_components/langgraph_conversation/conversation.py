@@ -12,7 +12,7 @@ from homeassistant.config_entries import ConfigEntry, ConfigSubentry
 from homeassistant.const import MATCH_ALL
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers import device_registry as dr, llm
+from homeassistant.helpers import llm
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.translation import async_get_exception_message
 from homeassistant.util import dt as dt_util
@@ -26,33 +26,29 @@ from .agent.events import (
     ToolCallsRequested,
 )
 from .agent.memory import MemoryScope
-from .agent.model import ModelErrorKind, ModelSettings
+from .agent.model import ModelErrorKind
 from .agent.runtime import Turn, TurnError
 from .const import (
     CONF_COMPACT_CONTEXT,
     CONF_CONTINUE_MINUTES,
     CONF_HISTORY_BUDGET,
     CONF_LLM_HASS_API,
-    CONF_MAX_TOKENS,
     CONF_MAX_TOOL_ROUNDS,
     CONF_MEMORY,
     CONF_MODEL_RETRIES,
     CONF_PROMPT,
-    CONF_REQUEST_TIMEOUT,
-    CONF_TEMPERATURE,
     CONF_TOOL_CATEGORIES,
     DEFAULT_CONTINUE_MINUTES,
     DEFAULT_HISTORY_BUDGET,
-    DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_MODEL_RETRIES,
-    DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TEMPERATURE,
     DOMAIN,
     MAX_REQUEST_CHARS,
     MEMORY_RECALL_LIMIT,
     SUBENTRY_CONVERSATION,
 )
+from .entity import SubentryEntity, add_subentry_entities
 from .tools import TOOLS
 from .tools.context import compact_system_prompt
 from .tools.ha_llm_api import tools_from_llm_api
@@ -70,13 +66,9 @@ async def async_setup_entry(
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
     """One conversation entity per agent subentry."""
-    for subentry in entry.subentries.values():
-        if subentry.subentry_type != SUBENTRY_CONVERSATION:
-            continue
-        async_add_entities(
-            [LangGraphConversationEntity(entry, subentry)],
-            config_subentry_id=subentry.subentry_id,
-        )
+    add_subentry_entities(
+        entry, SUBENTRY_CONVERSATION, LangGraphConversationEntity, async_add_entities
+    )
 
 
 def tool_result_delta(done: ToolCallFinished) -> dict[str, Any]:
@@ -192,25 +184,15 @@ async def chat_log_deltas(
                 yield tool_result_delta(event)
 
 
-class LangGraphConversationEntity(conversation.ConversationEntity):
+class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntity):
     """A conversation agent backed by a LangGraph graph."""
 
-    _attr_has_entity_name = True
-    _attr_name = None
     _attr_supports_streaming = True
+    default_temperature = DEFAULT_TEMPERATURE
 
     def __init__(self, entry: ConfigEntry, subentry: ConfigSubentry) -> None:
         """Bind the entity to its agent subentry."""
-        self.entry = entry
-        self.subentry = subentry
-        self._attr_unique_id = subentry.subentry_id
-        self._attr_device_info = dr.DeviceInfo(
-            identifiers={(DOMAIN, subentry.subentry_id)},
-            name=subentry.title,
-            manufacturer="LangGraph Conversation",
-            model=entry.data.get("model"),
-            entry_type=dr.DeviceEntryType.SERVICE,
-        )
+        super().__init__(entry, subentry)
         if subentry.data.get(CONF_LLM_HASS_API) or subentry.data.get(CONF_TOOL_CATEGORIES):
             self._attr_supported_features = conversation.ConversationEntityFeature.CONTROL
 
@@ -218,14 +200,6 @@ class LangGraphConversationEntity(conversation.ConversationEntity):
     def supported_languages(self) -> list[str] | Literal["*"]:
         """Any language the model speaks."""
         return MATCH_ALL
-
-    def _settings(self) -> ModelSettings:
-        options = self.subentry.data
-        return ModelSettings(
-            temperature=options.get(CONF_TEMPERATURE, DEFAULT_TEMPERATURE),
-            max_tokens=options.get(CONF_MAX_TOKENS, DEFAULT_MAX_TOKENS),
-            request_timeout=options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT),
-        )
 
     def _system_prompt(self, chat_log: conversation.ChatLog) -> str:
         """Home Assistant's rendered prompt, with the compact home context if chosen."""

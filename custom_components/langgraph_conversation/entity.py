@@ -1,0 +1,65 @@
+"""What every entity of ours shares: one entity and one service device per subentry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from homeassistant.config_entries import ConfigEntry, ConfigSubentry
+from homeassistant.helpers import device_registry as dr
+from homeassistant.helpers.entity import Entity
+from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
+
+from .agent.model import ModelSettings
+from .const import (
+    CONF_MAX_TOKENS,
+    CONF_MODEL,
+    CONF_REQUEST_TIMEOUT,
+    CONF_TEMPERATURE,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_REQUEST_TIMEOUT,
+    DOMAIN,
+)
+
+
+def add_subentry_entities(
+    entry: ConfigEntry,
+    subentry_type: str,
+    factory: Callable[[ConfigEntry, ConfigSubentry], Entity],
+    async_add_entities: AddConfigEntryEntitiesCallback,
+) -> None:
+    """One entity per subentry of `subentry_type`, attached to that subentry."""
+    for subentry in entry.subentries.values():
+        if subentry.subentry_type == subentry_type:
+            async_add_entities([factory(entry, subentry)], config_subentry_id=subentry.subentry_id)
+
+
+class SubentryEntity:
+    """Mixin: named after its device, which stands for the subentry (agent, AI Task)."""
+
+    _attr_has_entity_name = True
+    _attr_name = None
+    # Default temperature of this kind of entity when the subentry sets none.
+    default_temperature: float
+
+    def __init__(self, entry: ConfigEntry, subentry: ConfigSubentry) -> None:
+        """Bind the entity to its subentry."""
+        self.entry = entry
+        self.subentry = subentry
+        self._attr_unique_id = subentry.subentry_id
+        self._attr_device_info = dr.DeviceInfo(
+            identifiers={(DOMAIN, subentry.subentry_id)},
+            name=subentry.title,
+            manufacturer="LangGraph Conversation",
+            model=entry.data.get(CONF_MODEL),
+            entry_type=dr.DeviceEntryType.SERVICE,
+        )
+
+    def _settings(self) -> ModelSettings:
+        """The model settings the subentry chose."""
+        options: Any = self.subentry.data
+        return ModelSettings(
+            temperature=options.get(CONF_TEMPERATURE, self.default_temperature),
+            max_tokens=options.get(CONF_MAX_TOKENS, DEFAULT_MAX_TOKENS),
+            request_timeout=options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT),
+        )
