@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessageChunk
 from langchain_litellm import ChatLiteLLM
 import litellm
 from litellm.exceptions import MidStreamFallbackError
+import ollama
 import openai
 import pytest
 
@@ -590,9 +591,10 @@ async def test_ollama_first_byte_delay_times_out(
 
 async def test_ollama_official_client(socket_enabled: None, ollama_fake: FakeOllamaServer) -> None:
     """What Home Assistant's core ollama integration calls: list, pull, show, chat."""
-    ollama = pytest.importorskip("ollama")
     ollama_fake.models = {"llama3.2"}
-    async with ollama.AsyncClient(host=ollama_fake.base_url) as client:
+    client = ollama.AsyncClient(host=ollama_fake.base_url)
+    # ollama 0.5 (core's pin on 2026.2) has no async context manager; close its transport.
+    try:
         assert [m.model for m in (await client.list()).models] == ["llama3.2:latest"]
         assert (await client.pull("qwen3")).status == "success"
         assert "tools" in (await client.show("qwen3")).capabilities
@@ -614,6 +616,8 @@ async def test_ollama_official_client(socket_enabled: None, ollama_fake: FakeOll
         with pytest.raises(ollama.ResponseError, match="not found") as raised:
             await client.chat(model="mistral", messages=USER)
         assert raised.value.status_code == 404
+    finally:
+        await client._client.aclose()
     assert ollama_fake.paths[:3] == ["GET /api/tags", "POST /api/pull", "POST /api/show"]
 
 
