@@ -9,14 +9,33 @@ leg_requirements="requirements_test_${LGC_LEG}.txt"
 manifest=custom_components/langgraph_conversation/manifest.json
 key=$(cat requirements_test.txt "$leg_requirements" "$manifest" scripts/lib/leg_venv.sh | sha256sum | cut -c1-16)
 venv="$LGC_CACHE/venv-$LGC_LEG-$key"
-if [ -x "$venv/bin/python" ] && [ -f "$venv/.lgc-complete" ]; then
+ready() { [ -x "$venv/bin/python" ] && [ -f "$venv/.lgc-complete" ]; }
+# Each use is stamped, so venvs nobody used for days can go (see below).
+if ready; then
+    touch "$venv/.lgc-used"
     echo "$venv"
     exit 0
 fi
 log() { printf '[%s] leg %s: %s\n' "$(date +%H:%M:%S)" "$LGC_LEG" "$*" >&2; }
 mkdir -p "$LGC_CACHE"
-# Older venvs of this leg are stale now; drop them so the cache does not grow.
-rm -rf "$LGC_CACHE"/venv-"$LGC_LEG"-*
+# Two runs needing the same new venv (two checkouts, say) build it once: the second
+# waits for the first and then finds it ready.
+exec 9>"$LGC_CACHE/.venv-$LGC_LEG-$key.lock"
+flock 9
+if ready; then
+    touch "$venv/.lgc-used"
+    echo "$venv"
+    exit 0
+fi
+# Venvs of this leg unused for three days are stale; drop them so the cache does not
+# grow. Newer ones may belong to another checkout's run going on right now.
+for other in "$LGC_CACHE/venv-$LGC_LEG-"*; do
+    [ "$other" != "$venv" ] || continue
+    if [ -z "$(find "$other" -maxdepth 1 -name '.lgc-*' -mmin -4320 2>/dev/null)" ]; then
+        rm -rf "$other"
+    fi
+done
+rm -rf "$venv"
 log "creating $venv"
 "$LGC_PYTHON" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check uv >&2
@@ -34,5 +53,5 @@ for requirement in "${requirements[@]}"; do
         exit 3
     }
 done
-touch "$venv/.lgc-complete"
+touch "$venv/.lgc-complete" "$venv/.lgc-used"
 echo "$venv"
