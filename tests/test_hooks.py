@@ -20,7 +20,7 @@ from custom_components.langgraph_conversation.agent.hooks import (
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
 from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn, TurnError
 
-from .fakes import FakeOpenAIServer, ToolCall
+from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 
 MODEL = "openai/gpt-test"
 
@@ -217,3 +217,38 @@ async def test_failing_hooks_never_break_a_turn(
         await _run(runtime, _turn("hello", Broken(), after))
     assert raised.value.kind == "auth"
     assert after.names[-3:] == ["start", "error", "end"]
+
+
+async def test_tokens_reported_by_ollama(socket_enabled: None) -> None:
+    """Ollama's own counts (prompt_eval_count, eval_count) reach the summary too."""
+    async with FakeOllamaServer() as ollama:
+        runtime = AgentRuntime(
+            ModelAccess("ollama_chat/llama3.2", None, ollama.base_url), InMemorySaver()
+        )
+        recorder = Recorder()
+        ollama.add_text("Hello from Ollama.", prompt_tokens=33, completion_tokens=5)
+        assert await _run(runtime, _turn("hi", recorder)) == "Hello from Ollama."
+    summary = recorder.calls[-1][1]
+    assert (summary.model, summary.input_tokens, summary.output_tokens) == (
+        "ollama_chat/llama3.2",
+        33,
+        5,
+    )
+
+
+async def test_turn_end_fires_when_the_consumer_stops(server: FakeOpenAIServer) -> None:
+    """A consumer that stops reading ends the turn once, as cancelled; the thread is free."""
+    runtime = _runtime(server)
+    recorder = Recorder()
+    server.add_text("A long answer that nobody reads to the end.", chunk_size=2)
+    events = runtime.run_turn(_turn("hello", recorder))
+    while not isinstance(await anext(events), TextDelta):
+        pass
+    await events.aclose()
+    assert recorder.names == ["start", "end"]
+    assert recorder.calls[-1][1].error == "cancelled"
+
+    # The thread's lock was released: the next turn on it runs.
+    server.add_text("Next.")
+    assert await _run(runtime, _turn("again", recorder)) == "Next."
+    assert recorder.calls[-1][1].error is None

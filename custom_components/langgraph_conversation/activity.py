@@ -9,6 +9,7 @@ answers, tool arguments and results only when the agent enables it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from homeassistant.components import conversation
@@ -54,7 +55,8 @@ class ActivityReporter(TurnHooks):
     ) -> None:
         payload = {"type": kind, **self._common, **data}
         if self._include_contents and contents:
-            payload.update(contents)
+            # Tool arguments and results may hold objects the recorder cannot store.
+            payload.update(json.loads(json.dumps(contents, default=str)))
         # The trace is per turn and the event is fired as the person's action.
         self._chat_log.async_trace({TRACE_KEY: payload})
         self._hass.bus.async_fire(EVENT_ACTIVITY, payload, context=self._context)

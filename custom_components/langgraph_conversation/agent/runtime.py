@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 import logging
 import sqlite3
@@ -168,9 +169,12 @@ class AgentRuntime:
         await recorder.start(self.access.model)
         error: str | None = "cancelled"
         try:
-            async for event in self._run_turn(turn):
-                await recorder.see(event)
-                yield event
+            # Closed explicitly when our consumer stops early, so the thread's lock and
+            # the graph's stream are released at once, not whenever it is collected.
+            async with aclosing(self._run_turn(turn)) as events:
+                async for event in events:
+                    await recorder.see(event)
+                    yield event
             error = None
         except TurnError as err:
             error = err.kind
