@@ -23,6 +23,7 @@ from .const import (
     DOMAIN,
     MAX_THREADS_IN_MEMORY,
 )
+from .conversation import agent_roles
 from .persistence import async_acquire_storage, async_release_storage, report_threads_failure
 from .services import async_register_services
 
@@ -47,8 +48,9 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         api_key=entry.data.get(CONF_API_KEY),
         api_base=entry.data.get(CONF_API_BASE),
     )
-    # LiteLLM imports provider modules on its first call; do that off the event loop.
-    await hass.async_add_executor_job(warm_up, access)
+    # LiteLLM imports provider modules on its first call; do that off the event loop,
+    # for the agents' fast and fallback models too (other providers, local models).
+    await hass.async_add_executor_job(_warm_up_all, _all_accesses(entry, access))
     storage = await async_acquire_storage(hass, entry)
     if storage.threads is not None:
         entry.runtime_data = AgentRuntime(access, storage.threads, store=storage.memory)
@@ -63,6 +65,20 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _async_release_on_stop)
     )
     return True
+
+
+def _all_accesses(entry: LangGraphConfigEntry, access: ModelAccess) -> list[ModelAccess]:
+    """The entry's model and every distinct model its agents use for a role."""
+    accesses = [access]
+    for subentry in entry.subentries.values():
+        roles = agent_roles(access, subentry.data)
+        accesses += [role for role in (roles.fast, roles.fallback) if role and role not in accesses]
+    return accesses
+
+
+def _warm_up_all(accesses: list[ModelAccess]) -> None:
+    for access in accesses:
+        warm_up(access)
 
 
 async def _async_release_on_stop(event: Event) -> None:

@@ -17,6 +17,7 @@ from homeassistant.config_entries import (
     SubentryFlowResult,
 )
 from homeassistant.core import HomeAssistant, callback
+from homeassistant.data_entry_flow import section
 from homeassistant.helpers import llm
 from homeassistant.helpers.selector import (
     BooleanSelector,
@@ -34,10 +35,13 @@ from homeassistant.helpers.selector import (
 
 from .agent.model import ModelAccess, ModelError, ModelErrorKind, async_check_access
 from .const import (
+    CONF_ACTIVITY_CONTENTS,
     CONF_API_BASE,
     CONF_API_KEY,
     CONF_COMPACT_CONTEXT,
     CONF_CONTINUE_MINUTES,
+    CONF_FALLBACK_MODEL,
+    CONF_FAST_MODEL,
     CONF_HISTORY_BUDGET,
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
@@ -98,6 +102,7 @@ DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
     CONF_HISTORY_BUDGET: DEFAULT_HISTORY_BUDGET,
     CONF_CONTINUE_MINUTES: DEFAULT_CONTINUE_MINUTES,
     CONF_MODEL_RETRIES: DEFAULT_MODEL_RETRIES,
+    CONF_ACTIVITY_CONTENTS: False,
     CONF_PROMPT: llm.DEFAULT_INSTRUCTIONS_PROMPT,
     CONF_TEMPERATURE: DEFAULT_TEMPERATURE,
     CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
@@ -218,6 +223,29 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
         return {SUBENTRY_CONVERSATION: AgentSubentryFlow, SUBENTRY_AI_TASK: AITaskSubentryFlow}
 
 
+# A model for one role of an agent (fast, fallback); see agent/roles.py for which key
+# it gets when it names none.
+_ROLE_SCHEMA = vol.Schema(
+    {
+        vol.Optional(CONF_MODEL): TextSelector(),
+        vol.Optional(CONF_API_KEY): TextSelector(
+            TextSelectorConfig(type=TextSelectorType.PASSWORD)
+        ),
+        vol.Optional(CONF_API_BASE): TextSelector(TextSelectorConfig(type=TextSelectorType.URL)),
+    }
+)
+
+
+def _role_options(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A role section as stored: trimmed, without empty fields; None without a model."""
+    cleaned = {
+        key: value
+        for key in (CONF_MODEL, CONF_API_KEY, CONF_API_BASE)
+        if (value := str((values or {}).get(key) or "").strip())
+    }
+    return cleaned if CONF_MODEL in cleaned else None
+
+
 def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
     apis = [SelectOptionDict(label=api.name, value=api.id) for api in llm.async_get_apis(hass)]
     fields: dict[Any, Any] = {}
@@ -258,6 +286,9 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
             vol.Optional(CONF_MODEL_RETRIES, default=DEFAULT_MODEL_RETRIES): NumberSelector(
                 NumberSelectorConfig(min=0, max=5, step=1, mode=NumberSelectorMode.BOX)
             ),
+            vol.Optional(CONF_FAST_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
+            vol.Optional(CONF_FALLBACK_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
+            vol.Optional(CONF_ACTIVITY_CONTENTS, default=False): BooleanSelector(),
             vol.Optional(CONF_REQUEST_TIMEOUT, default=DEFAULT_REQUEST_TIMEOUT): NumberSelector(
                 NumberSelectorConfig(
                     min=5, max=600, step=1, unit_of_measurement="s", mode=NumberSelectorMode.BOX
@@ -286,6 +317,11 @@ def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str,
     ):
         if key in options:
             options[key] = int(options[key])
+    for key in (CONF_FAST_MODEL, CONF_FALLBACK_MODEL):
+        if role := _role_options(options.get(key)):
+            options[key] = role
+        else:
+            options.pop(key, None)
     return options
 
 

@@ -67,3 +67,14 @@ DEFAULT_AI_TASK_TEMPERATURE: Final = 0.3
 # Longest request passed to the model, in characters; longer ones are cut and the user is
 # told (a pasted document would otherwise fill a small model's whole context).
 MAX_REQUEST_CHARS: Final = 8000
+
+# Model roles and activity
+# Agent options: the fast model (summaries) and the fallback model (answers when the main
+# model fails), each a form section holding CONF_MODEL, CONF_API_KEY and CONF_API_BASE.
+CONF_FAST_MODEL: Final = "fast_model"
+CONF_FALLBACK_MODEL: Final = "fallback_model"
+# Whether activity events and trace entries carry the words of requests, answers and
+# tool calls (off: names, counts and timings only).
+CONF_ACTIVITY_CONTENTS: Final = "activity_include_contents"
+# Fired on the event bus for every turn start/end, tool start/end and failure.
+EVENT_ACTIVITY: Final = "langgraph_conversation_activity"

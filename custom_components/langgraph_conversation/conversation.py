@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 import logging
 import re
 from typing import Any, Literal
@@ -17,6 +17,7 @@ from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.translation import async_get_exception_message
 from homeassistant.util import dt as dt_util
 
+from .activity import ActivityReporter
 from .agent.events import (
     AgentEvent,
     ConfirmationRequested,
@@ -26,15 +27,22 @@ from .agent.events import (
     ToolCallsRequested,
 )
 from .agent.memory import MemoryScope
-from .agent.model import ModelErrorKind
+from .agent.model import ModelAccess, ModelErrorKind
+from .agent.roles import RoleAccesses, role_access
 from .agent.runtime import Turn, TurnError
 from .const import (
+    CONF_ACTIVITY_CONTENTS,
+    CONF_API_BASE,
+    CONF_API_KEY,
     CONF_COMPACT_CONTEXT,
     CONF_CONTINUE_MINUTES,
+    CONF_FALLBACK_MODEL,
+    CONF_FAST_MODEL,
     CONF_HISTORY_BUDGET,
     CONF_LLM_HASS_API,
     CONF_MAX_TOOL_ROUNDS,
     CONF_MEMORY,
+    CONF_MODEL,
     CONF_MODEL_RETRIES,
     CONF_PROMPT,
     CONF_TOOL_CATEGORIES,
@@ -118,6 +126,18 @@ def earlier_content(chat_log: conversation.ChatLog, agent_id: str) -> tuple[tupl
                 pending_request = None
             folded.append(("assistant", item.content))
     return tuple(folded)
+
+
+def agent_roles(main: ModelAccess, options: Mapping[str, Any]) -> RoleAccesses:
+    """The fast and fallback models an agent chose (form sections), under the key rule."""
+
+    def chosen(key: str) -> ModelAccess | None:
+        section = options.get(key) or {}
+        return role_access(
+            main, section.get(CONF_MODEL), section.get(CONF_API_KEY), section.get(CONF_API_BASE)
+        )
+
+    return RoleAccesses(fast=chosen(CONF_FAST_MODEL), fallback=chosen(CONF_FALLBACK_MODEL))
 
 
 def _origin(user_input: conversation.ConversationInput) -> str | None:
@@ -261,6 +281,17 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             memory_recall_limit=MEMORY_RECALL_LIMIT,
             history_budget=options.get(CONF_HISTORY_BUDGET, DEFAULT_HISTORY_BUDGET) or None,
             model_retries=options.get(CONF_MODEL_RETRIES, DEFAULT_MODEL_RETRIES),
+            roles=agent_roles(runtime.access, options),
+            hooks=(
+                ActivityReporter(
+                    self.hass,
+                    chat_log,
+                    agent_id=self.entity_id,
+                    context=user_input.context,
+                    device_id=user_input.device_id,
+                    include_contents=options.get(CONF_ACTIVITY_CONTENTS, False),
+                ),
+            ),
         )
         try:
             async for _content in chat_log.async_add_delta_content_stream(

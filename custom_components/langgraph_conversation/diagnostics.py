@@ -40,10 +40,14 @@ async def async_get_config_entry_diagnostics(
                 "type": subentry.subentry_type,
                 "title": subentry.title,
                 # Instructions can hold personal details; their size is what helps debug.
-                "options": {
-                    key: (f"<{len(value)} characters>" if key == CONF_PROMPT else value)
-                    for key, value in subentry.data.items()
-                },
+                # Fast and fallback models may carry keys of their own.
+                "options": async_redact_data(
+                    {
+                        key: (f"<{len(value)} characters>" if key == CONF_PROMPT else value)
+                        for key, value in subentry.data.items()
+                    },
+                    TO_REDACT,
+                ),
             }
             for subentry in entry.subentries.values()
         ],

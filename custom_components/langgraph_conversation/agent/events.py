@@ -50,6 +50,26 @@ class ConfirmationRequested:
     actions: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class ModelCallFinished:
+    """A model call succeeded: which role and model answered, and the tokens it reported.
+
+    Presenters may ignore it; the runtime counts it into the turn's summary.
+    """
+
+    role: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    # False for housekeeping calls (a summary), which answer no one.
+    answer: bool = True
+
+
 type AgentEvent = (
-    MessageStarted | TextDelta | ToolCallsRequested | ToolCallFinished | ConfirmationRequested
+    MessageStarted
+    | TextDelta
+    | ToolCallsRequested
+    | ToolCallFinished
+    | ConfirmationRequested
+    | ModelCallFinished
 )

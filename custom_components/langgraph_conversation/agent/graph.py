@@ -16,9 +16,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from .confirmation import INTERRUPT_KIND, calls_needing_confirmation, is_affirmative
-from .events import MessageStarted, TextDelta, ToolCallsRequested
+from .events import MessageStarted, ModelCallFinished, TextDelta, ToolCallsRequested
 from .history import compact_history, summary_section
 from .model import classify_error, is_retryable, retry_delay
+from .roles import ModelRole, RoleModel, falls_back
 from .state import AgentState, TurnContext
 from .tool_calls import requested_calls, run_tool_calls
 
@@ -69,36 +70,83 @@ def strictly_parsed_tool_calls(
     return valid, invalid
 
 
+async def _stream_answer(
+    context: TurnContext, prompt: list[Any], write: Any
+) -> tuple[AIMessageChunk | None, RoleModel | None]:
+    """Stream the answer: the main model with its retries, then the fallback.
+
+    Only failures before the first word are tried again, on the main model if they may
+    pass (rate limit, 5xx, dropped connection), else on the fallback if one is set (also
+    after a timeout). Once words were spoken, a retry would repeat them: never.
+    """
+    models = context.answering_models
+    for index, (role_model, model) in enumerate(models):
+        retries = context.model_retries if index == 0 else 0
+        for attempt in range(retries + 1):
+            merged: AIMessageChunk | None = None
+            streamed = False
+            try:
+                async for chunk in model.astream(prompt):
+                    if text := chunk_text(chunk):
+                        streamed = True
+                        write(TextDelta(text))
+                        # Chunks already buffered would otherwise all be read before the
+                        # consumer runs once: let the delta reach the ChatLog (and TTS) now.
+                        await asyncio.sleep(0)
+                    merged = chunk if merged is None else merged + chunk
+            except Exception as err:
+                if streamed:
+                    raise
+                if attempt < retries and is_retryable(err):
+                    delay = retry_delay(err, attempt)
+                    _LOGGER.info(
+                        "Model call failed (%s), retrying in %.1f s", classify_error(err), delay
+                    )
+                    await asyncio.sleep(delay)
+                    continue
+                if index == len(models) - 1 or not falls_back(err):
+                    raise
+                next_model = models[index + 1][0]
+                _LOGGER.warning(
+                    "The main model failed (%s); the fallback model %s answers",
+                    classify_error(err),
+                    next_model.name if next_model else "",
+                )
+                break
+            else:
+                return merged, role_model
+    raise AssertionError("unreachable: the last model's failure is raised")
+
+
+def _model_call_finished(
+    answered_by: RoleModel | None,
+    merged: AIMessage | None,
+    context: TurnContext,
+    *,
+    answer: bool = True,
+) -> ModelCallFinished:
+    """Which model answered, with the tokens the provider reported in the stream."""
+    usage = merged.usage_metadata if merged is not None else None
+    return ModelCallFinished(
+        answer=answer,
+        role=str(answered_by.role) if answered_by else ModelRole.MAIN,
+        model=answered_by.name if answered_by else str(getattr(context.chat_model, "model", "")),
+        input_tokens=usage["input_tokens"] if usage else 0,
+        output_tokens=usage["output_tokens"] if usage else 0,
+    )
+
+
 async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     """Stream one model answer; every token goes out as it arrives."""
     context = runtime.context
     write = runtime.stream_writer
     write(MessageStarted())
-    merged: AIMessageChunk | None = None
     system = "\n\n".join(
         part for part in (context.system_prompt, summary_section(state.get("summary", ""))) if part
     )
     prompt = [SystemMessage(system), *state["messages"]]
-    for attempt in range(context.model_retries + 1):
-        merged, streamed = None, False
-        try:
-            async for chunk in context.model.astream(prompt):
-                if text := chunk_text(chunk):
-                    streamed = True
-                    write(TextDelta(text))
-                    # Chunks already buffered would otherwise all be read before the
-                    # consumer runs once: let the delta reach the ChatLog (and TTS) now.
-                    await asyncio.sleep(0)
-                merged = chunk if merged is None else merged + chunk
-            break
-        except Exception as err:
-            # Once words were spoken, a retry would repeat them: only failures before the
-            # first word, of a kind that may pass, are tried again.
-            if streamed or attempt == context.model_retries or not is_retryable(err):
-                raise
-            delay = retry_delay(err, attempt)
-            _LOGGER.info("Model call failed (%s), retrying in %.1f s", classify_error(err), delay)
-            await asyncio.sleep(delay)
+    merged, answered_by = await _stream_answer(context, prompt, write)
+    write(_model_call_finished(answered_by, merged, context))
     if merged is None:
         message = AIMessage(content="")
     else:
@@ -150,9 +198,15 @@ def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
 async def fit_history(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     """Before the turn's first model call: summarise old turns if the thread is too long."""
     context = runtime.context
-    if context.chat_model is None:
+    model = context.housekeeping_model
+    if model is None:
         return {}
-    return await compact_history(context.chat_model, dict(state), context.history_budget)
+    role = context.roles.fast if context.roles is not None else None
+
+    def report(answer: AIMessage) -> None:
+        runtime.stream_writer(_model_call_finished(role, answer, context, answer=False))
+
+    return await compact_history(model, dict(state), context.history_budget, report)
 
 
 def build_assistant_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:

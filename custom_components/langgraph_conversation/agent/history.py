@@ -9,11 +9,13 @@ along in the system prompt from then on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import logging
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
+    AIMessage,
     AnyMessage,
     HumanMessage,
     RemoveMessage,
@@ -53,7 +55,9 @@ def split_for_summary(messages: list[AnyMessage], budget: int) -> int:
     return turn_starts[-1] if turn_starts else 0
 
 
-async def summarize(model: BaseChatModel, earlier_summary: str, messages: list[AnyMessage]) -> str:
+async def summarize(
+    model: BaseChatModel, earlier_summary: str, messages: list[AnyMessage]
+) -> AIMessage:
     """The model's summary of `messages`, merged with the earlier summary."""
     transcript = get_buffer_string(messages, human_prefix="Person", ai_prefix="Assistant")
     prompt = [
@@ -63,22 +67,31 @@ async def summarize(model: BaseChatModel, earlier_summary: str, messages: list[A
             + f"Conversation:\n{transcript}"
         ),
     ]
-    answer = await model.ainvoke(prompt)
-    return answer.text.strip() if isinstance(answer.text, str) else str(answer.content)
+    return await model.ainvoke(prompt)
 
 
 async def compact_history(
-    model: BaseChatModel, state: dict[str, Any], budget: int | None
+    model: BaseChatModel,
+    state: dict[str, Any],
+    budget: int | None,
+    report: Callable[[AIMessage], None] | None = None,
 ) -> dict[str, Any]:
-    """State update that summarises the oldest turns when the thread is over budget."""
+    """State update that summarises the oldest turns when the thread is over budget.
+
+    `model` is the agent's fast model if it has one (a summary needs no big model);
+    `report` is told about the summary call (its tokens count into the turn).
+    """
     messages: list[AnyMessage] = state["messages"]
     if not budget or not (cut := split_for_summary(messages, budget)):
         return {}
     try:
-        summary = await summarize(model, state.get("summary", ""), messages[:cut])
+        answer = await summarize(model, state.get("summary", ""), messages[:cut])
     except Exception as err:  # noqa: BLE001  an unsummarised thread is still usable
         _LOGGER.warning("Could not summarise a long conversation, keeping it whole: %s", err)
         return {}
+    if report is not None:
+        report(answer)
+    summary = answer.text.strip() if isinstance(answer.text, str) else str(answer.content)
     return {
         "summary": summary,
         "messages": [RemoveMessage(id=message.id) for message in messages[:cut]],

@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
+from contextlib import aclosing
+from dataclasses import dataclass, field
 import logging
 import sqlite3
 from typing import Any
 import weakref
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.tools import BaseTool
-from langchain_litellm import ChatLiteLLM
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
@@ -24,14 +25,15 @@ from ..storage.threads import ThreadDirectory
 from .confirmation import INTERRUPT_KIND
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
 from .graph import MODEL_NODE, build_assistant_graph, recursion_limit
+from .hooks import TurnHooks, TurnRecorder
 from .memory import MEMORY_INSTRUCTIONS, MemoryScope, memory_block, memory_tools, recall
 from .model import (
     ModelAccess,
     ModelError,
     ModelSettings,
-    build_chat_model,
     to_model_error,
 )
+from .roles import ModelCache, RoleAccesses
 from .state import TurnContext
 
 _LOGGER = logging.getLogger(__name__)
@@ -87,6 +89,10 @@ class Turn:
     history_budget: int | None = None
     # Extra attempts of a model call that failed before its first word.
     model_retries: int = 0
+    # The agent's fast and fallback models (see roles.py); unset roles use the main model.
+    roles: RoleAccesses = field(default_factory=RoleAccesses)
+    # Observers of this turn only (the runtime's own `hooks` observe every turn).
+    hooks: tuple[TurnHooks, ...] = ()
 
 
 class AgentRuntime:
@@ -109,7 +115,9 @@ class AgentRuntime:
         self.checkpointer = checkpointer
         self.store = store
         self._graph = build_assistant_graph(checkpointer)
-        self._models: dict[ModelSettings, ChatLiteLLM] = {}
+        self.models = ModelCache()
+        # Observers of every turn (see hooks.py).
+        self.hooks: list[TurnHooks] = []
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._max_threads = max_threads
         self._recent_threads: OrderedDict[str, None] = OrderedDict()
@@ -119,12 +127,9 @@ class AgentRuntime:
         # Told once when that happens (the integration raises a repair issue).
         self.on_storage_error: Callable[[Exception], None] | None = None
 
-    def chat_model(self, settings: ModelSettings) -> ChatLiteLLM:
-        """One client per distinct settings, reused by every turn."""
-        model = self._models.get(settings)
-        if model is None:
-            model = self._models[settings] = build_chat_model(self.access, settings)
-        return model
+    def chat_model(self, settings: ModelSettings) -> BaseChatModel:
+        """The main model: one client per distinct settings, reused by every turn."""
+        return self.models.get(self.access, settings)
 
     def _lock(self, thread_id: str) -> asyncio.Lock:
         lock = self._locks.get(thread_id)
@@ -155,6 +160,35 @@ class AgentRuntime:
         )
 
     async def run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
+        """Run one turn, yielding events as they happen, and tell the hooks about it.
+
+        `on_turn_start` and `on_turn_end` fire exactly once per turn, `on_error` once
+        when it fails (TurnError) before `on_turn_end`; a failing hook is only logged.
+        """
+        recorder = TurnRecorder((*self.hooks, *turn.hooks), turn.thread_id, turn.text)
+        await recorder.start(self.access.model)
+        error: str | None = "cancelled"
+        try:
+            # Closed explicitly when our consumer stops early, so the thread's lock and
+            # the graph's stream are released at once, not whenever it is collected.
+            async with aclosing(self._run_turn(turn)) as events:
+                async for event in events:
+                    await recorder.see(event)
+                    yield event
+            error = None
+        except TurnError as err:
+            error = err.kind
+            await recorder.fail(err.kind, err.detail)
+            raise
+        except Exception as err:
+            model_error = to_model_error(err, self.access)
+            error = model_error.kind.value
+            await recorder.fail(error, model_error.detail)
+            raise
+        finally:
+            await recorder.end(error)
+
+    async def _run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
         """Run one turn, yielding events as they happen.
 
         Turns on one thread run one at a time. If the thread waits for a confirmation,
@@ -171,12 +205,14 @@ class AgentRuntime:
             "recursion_limit": recursion_limit(turn.max_tool_rounds),
         }
         system_prompt, tools = await self._with_memory(turn)
+        roles = self.models.roles(self.access, turn.roles, turn.settings)
         context = TurnContext.create(
             system_prompt,
-            self.chat_model(turn.settings),
+            roles.main.model,
             tools,
             turn.history_budget,
             turn.model_retries,
+            roles=roles,
         )
         async with self._lock(turn.thread_id):
             await self._touch_thread(turn.thread_id)

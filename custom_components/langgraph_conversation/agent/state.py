@@ -12,6 +12,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langgraph.graph.message import add_messages
 
+from .roles import RoleModel, RoleModels
+
 
 class AgentState(TypedDict):
     """Checkpointed per thread: langchain messages and plain text, so strict msgpack can
@@ -41,6 +43,24 @@ class TurnContext:
     # Extra attempts of a model call that failed before its first word (rate limit, 5xx,
     # dropped connection).
     model_retries: int = 0
+    # The models of each role (main, fast, fallback); None: the main model does all.
+    roles: RoleModels | None = None
+    # The fallback model bound to the same tools, tried when the main model fails.
+    fallback_model: Runnable | None = None
+
+    @property
+    def housekeeping_model(self) -> BaseChatModel | None:
+        """The model for summaries, query rewriting and memory extraction: fast, else main."""
+        return self.roles.fast.model if self.roles is not None else self.chat_model
+
+    @property
+    def answering_models(self) -> list[tuple[RoleModel | None, Runnable]]:
+        """The models that may answer, in order: the main model, then the fallback."""
+        main = self.roles.main if self.roles is not None else None
+        models: list[tuple[RoleModel | None, Runnable]] = [(main, self.model)]
+        if self.roles is not None and self.roles.fallback and self.fallback_model is not None:
+            models.append((self.roles.fallback, self.fallback_model))
+        return models
 
     @classmethod
     def create(
@@ -50,14 +70,26 @@ class TurnContext:
         tools: list[BaseTool],
         history_budget: int | None = None,
         model_retries: int = 0,
+        *,
+        roles: RoleModels | None = None,
     ) -> TurnContext:
-        """Bind the tools to the model once per turn, not once per model call."""
-        model: Runnable = chat_model.bind_tools(tools) if tools else chat_model
+        """Bind the tools to the model once per turn, not once per model call.
+
+        With `roles`, `chat_model` should be `roles.main.model`; the fallback gets the
+        same tools.
+        """
+
+        def bound(model: BaseChatModel) -> Runnable:
+            return model.bind_tools(tools) if tools else model
+
+        fallback = roles.fallback if roles is not None else None
         return cls(
             system_prompt,
-            model,
+            bound(chat_model),
             {tool.name: tool for tool in tools},
             chat_model,
             history_budget,
             model_retries,
+            roles,
+            bound(fallback.model) if fallback is not None else None,
         )
