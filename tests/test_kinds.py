@@ -15,6 +15,7 @@ from pytest_homeassistant_custom_component.common import (
 
 from custom_components.langgraph_conversation.agent.graph import REWRITE_INSTRUCTIONS
 from custom_components.langgraph_conversation.agent.prompts import BASE_PROMPTS
+from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
 from custom_components.langgraph_conversation.const import (
     CONF_AGENT_KIND,
     CONF_BASE_PROMPT,
@@ -22,15 +23,17 @@ from custom_components.langgraph_conversation.const import (
     DOMAIN,
     SUBENTRY_CONVERSATION,
 )
+from custom_components.langgraph_conversation.persistence import DATA_STORAGE
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
-from homeassistant.config_entries import SOURCE_USER
+from homeassistant.config_entries import SOURCE_USER, ConfigSubentryData
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.exceptions import Unauthorized
+from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
+from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from .helpers import add_light, assist_tool_name, messages_of, text_of
 
 CHATBOT = {CONF_AGENT_KIND: "chatbot"}
@@ -348,3 +351,84 @@ async def test_agent_form_stores_kind_and_override(
     assert result["type"] is FlowResultType.CREATE_ENTRY
     assert result["data"][CONF_AGENT_KIND] == "rag"
     assert CONF_BASE_PROMPT not in result["data"]
+
+
+@pytest.mark.parametrize("agent_overrides", [RAG])
+async def test_deleting_an_agent_drops_its_documents_index(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """The index goes with the agent; the files stay where the user put them."""
+    await _write(hass, "boiler.md", "Keep the boiler pressure between 1 and 1.5 bar.")
+    await _ask(hass, setup_integration, "What pressure should the boiler have?")
+    store = hass.data[DATA_STORAGE].memory
+    subentry_id = next(iter(setup_integration.subentries))
+    assert await store.asearch(("knowledge", subentry_id), limit=10)
+
+    hass.config_entries.async_remove_subentry(setup_integration, subentry_id)
+    await hass.async_block_till_done()
+    # The entry was reloaded, and the memory file opened again.
+    store = hass.data[DATA_STORAGE].memory
+    assert await store.asearch(("knowledge", subentry_id), limit=10) == []
+    assert await hass.async_add_executor_job((_knowledge_dir(hass) / "boiler.md").is_file)
+
+
+@pytest.mark.parametrize("agent_overrides", [CHATBOT])
+async def test_chatbot_reads_memories_but_cannot_save_them(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Recalled memories are in the prompt; no memory tool is bound, and no memory rules."""
+    await hass.services.async_call(
+        DOMAIN, "add_memory", {"text": "The cat is called Mia", "household": True}, blocking=True
+    )
+    await _ask(hass, setup_integration, "What is the cat called?")
+    request = openai_server.requests[0]
+    assert "tools" not in request
+    system = _system(request)
+    assert "The cat is called Mia" in system
+    assert "remember_fact" not in system
+
+
+@pytest.mark.parametrize("agent_overrides", [RAG])
+async def test_rag_without_memory_file_says_it_cannot_search(
+    hass: HomeAssistant, config_entry: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """No memory.db, no index: the model is told the documents cannot be searched."""
+    blocker = Path(hass.config.path(DOMAIN, "memory.db"))
+    await hass.async_add_executor_job(lambda: blocker.mkdir(parents=True))
+    for component in ("homeassistant", "conversation", "intent"):
+        assert await async_setup_component(hass, component, {})
+    assert await hass.config_entries.async_setup(config_entry.entry_id)
+    await hass.async_block_till_done()
+    openai_server.add_text("I cannot search the documents right now.")
+    result = await _ask(hass, config_entry, "What pressure should the boiler have?")
+    assert _speech(result) == "I cannot search the documents right now."
+    assert "could not be searched" in _system(openai_server.requests[0])
+
+
+async def test_chatbot_on_ollama_sends_no_tools(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, ollama_server: FakeOllamaServer
+) -> None:
+    """A local model without tool support: the chatbot's request declares no tools."""
+    local = MockConfigEntry(
+        domain=DOMAIN,
+        data={"model": "ollama_chat/llama3.2", "api_base": ollama_server.base_url},
+        subentries_data=[
+            ConfigSubentryData(
+                data={**DEFAULT_AGENT_OPTIONS, **CHATBOT},
+                subentry_type=SUBENTRY_CONVERSATION,
+                title="Local chat",
+                unique_id=None,
+            )
+        ],
+    )
+    local.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(local.entry_id)
+    await hass.async_block_till_done()
+    ollama_server.add_text("Hello from a small model.")
+    result = await conversation.async_converse(
+        hass, "Hi", None, Context(), agent_id=agent_entity_id(hass, local)
+    )
+    assert _speech(result) == "Hello from a small model."
+    assert ollama_server.request_count == 1
+    assert not ollama_server.requests[0].get("tools")
+    assert ollama_server.requests[0]["messages"][0]["content"].startswith(BASE_PROMPTS["chatbot"])

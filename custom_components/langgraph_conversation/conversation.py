@@ -233,6 +233,14 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         ):
             self._attr_supported_features = conversation.ConversationEntityFeature.CONTROL
 
+    async def async_will_remove_from_hass(self) -> None:
+        """A deleted agent takes its documents' index along (its folder stays)."""
+        await super().async_will_remove_from_hass()
+        if self.subentry.subentry_id not in self.entry.subentries:
+            await self.entry.runtime_data.forget_knowledge(
+                knowledge_source(self.hass, self.subentry)
+            )
+
     @property
     def supported_languages(self) -> list[str] | Literal["*"]:
         """Any language the model speaks."""

@@ -326,6 +326,20 @@ class KnowledgeIndex:
         ]
 
 
+async def forget_knowledge(store: BaseStore, source: KnowledgeSource) -> int:
+    """Delete what the store holds of an agent's documents (the files stay); how many
+    items went."""
+    ops: list[PutOp] = []
+    for namespace in (source.chunks_namespace, source.files_namespace):
+        found = 0
+        while batch := await store.asearch(namespace, limit=100, offset=found):
+            found += len(batch)
+            ops += [PutOp(namespace, item.key, None) for item in batch]
+    if ops:
+        await store.abatch(ops)
+    return len(ops)
+
+
 def quoted(text: str) -> str:
     """Text as a JSON string with < and > escaped, so no passage can close its section."""
     return json.dumps(text, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")

@@ -25,7 +25,13 @@ from ..storage.threads import ThreadDirectory
 from .confirmation import INTERRUPT_KIND
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
 from .graph import MODEL_NODE, AgentKind, build_graphs, recursion_limit
-from .knowledge import IndexReport, KnowledgeIndex, KnowledgeSource, search_knowledge_tool
+from .knowledge import (
+    IndexReport,
+    KnowledgeIndex,
+    KnowledgeSource,
+    forget_knowledge,
+    search_knowledge_tool,
+)
 from .log_redaction import redact_in_logs
 from .memory import MemoryScope, memory_block, memory_tools, recall
 from .model import (
@@ -166,6 +172,22 @@ class AgentRuntime:
         if index is None:
             return None
         return await index.refresh(force=True)
+
+    async def forget_knowledge(self, source: KnowledgeSource) -> None:
+        """The agent is gone: drop its documents from the store (the files stay).
+
+        Failing to do so leaves unused rows behind, never a broken agent: logged only.
+        """
+        self._knowledge.pop(source.agent, None)
+        if self.store is None:
+            return
+        try:
+            removed = await forget_knowledge(self.store, source)
+        except Exception:
+            _LOGGER.exception("Could not remove the documents index of %s", source.agent)
+            return
+        if removed:
+            _LOGGER.info("Removed the documents index of %s (%d items)", source.agent, removed)
 
     def _lock(self, thread_id: str) -> asyncio.Lock:
         lock = self._locks.get(thread_id)
