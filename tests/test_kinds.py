@@ -432,3 +432,42 @@ async def test_chatbot_on_ollama_sends_no_tools(
     assert ollama_server.request_count == 1
     assert not ollama_server.requests[0].get("tools")
     assert ollama_server.requests[0]["messages"][0]["content"].startswith(BASE_PROMPTS["chatbot"])
+
+
+async def test_pending_unlock_is_not_run_after_the_agent_became_a_chatbot(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A confirmation left waiting by the assistant: after a change to chatbot a "yes" runs
+    nothing (the chatbot has no tools), the thread stays whole and the chat goes on."""
+    _add_lock(hass)
+    unlock = async_mock_service(hass, "lock", "unlock")
+    openai_server.add_tool_calls(
+        [ToolCall(await assist_tool_name(hass, "HassTurnOff"), {"name": "Front Door"})]
+    )
+    asked = await _ask(hass, setup_integration, "Unlock the front door")
+    assert "unlock Front Door" in _speech(asked)
+
+    subentry = next(iter(setup_integration.subentries.values()))
+    hass.config_entries.async_update_subentry(
+        setup_integration, subentry, data={**subentry.data, **CHATBOT}
+    )
+    await hass.async_block_till_done()
+    openai_server.add_text("I can only talk now, so nothing was unlocked.")
+    done = await _ask(hass, setup_integration, "Yes", asked.conversation_id)
+    assert _speech(done) == "I can only talk now, so nothing was unlocked."
+    assert unlock == []
+    assert hass.states.get("lock.front_door").state == "locked"
+    result = json.loads(text_of(messages_of(openai_server.requests[-1], "tool")[0]))
+    assert result["error"] == "unknown_tool"
+    assert "tools" not in openai_server.requests[-1]
+
+    openai_server.add_text("You're welcome.")
+    await _ask(hass, setup_integration, "Thanks", asked.conversation_id)
+    last = openai_server.requests[-1]
+    assert "tools" not in last
+    # The paused exchange (tool call, refusal) stays out of the chatbot's plain history.
+    assert [(m["role"], text_of(m)) for m in last["messages"][1:]] == [
+        ("user", "Unlock the front door"),
+        ("assistant", "I can only talk now, so nothing was unlocked."),
+        ("user", "Thanks"),
+    ]
