@@ -12,6 +12,10 @@ from pytest_homeassistant_custom_component.common import (
     MockUser,
     async_mock_service,
 )
+from pytest_homeassistant_custom_component.components.diagnostics import (
+    get_diagnostics_for_config_entry,
+)
+from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
 from custom_components.langgraph_conversation.agent.graph import REWRITE_INSTRUCTIONS
 from custom_components.langgraph_conversation.agent.prompts import BASE_PROMPTS
@@ -471,3 +475,19 @@ async def test_pending_unlock_is_not_run_after_the_agent_became_a_chatbot(
         ("assistant", "I can only talk now, so nothing was unlocked."),
         ("user", "Thanks"),
     ]
+
+
+@pytest.mark.parametrize("agent_overrides", [{CONF_BASE_PROMPT: "You are Jarvis, secret plan."}])
+async def test_diagnostics_show_the_override_as_its_length(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    hass_client: ClientSessionGenerator,
+) -> None:
+    """Like the instructions, the base prompt override is what someone wrote: length only."""
+    assert await async_setup_component(hass, "diagnostics", {})
+    diagnostics = await get_diagnostics_for_config_entry(hass, hass_client, setup_integration)
+    options = diagnostics["agents"][0]["options"]
+    assert options[CONF_BASE_PROMPT] == "<28 characters>"
+    assert options[CONF_AGENT_KIND] == "assistant"
+    assert diagnostics["packages"]["pypdf"] == "7.1.1"
+    assert "secret plan" not in json.dumps(diagnostics)
