@@ -255,7 +255,8 @@ async def retrieve_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -
     question, earlier = _question_and_before(state["messages"])
     query = question
     summary = state.get("summary", "")
-    # The model for housekeeping calls (the unbound chat model).
+    # The rewrite's model, chosen here only: the unbound chat model for now (a smaller,
+    # faster model would do this one-line job as well).
     rewrite_model = context.chat_model
     if rewrite_model is not None and (summary or any(m.text.strip() for m in earlier)):
         try:
