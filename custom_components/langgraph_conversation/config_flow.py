@@ -27,17 +27,22 @@ from homeassistant.helpers.selector import (
     SelectOptionDict,
     SelectSelector,
     SelectSelectorConfig,
+    SelectSelectorMode,
     TemplateSelector,
     TextSelector,
     TextSelectorConfig,
     TextSelectorType,
 )
 
+from .agent.graph import AgentKind
+from .agent.log_redaction import redact_in_logs
 from .agent.model import ModelAccess, ModelError, ModelErrorKind, async_check_access
 from .const import (
     CONF_ACTIVITY_CONTENTS,
+    CONF_AGENT_KIND,
     CONF_API_BASE,
     CONF_API_KEY,
+    CONF_BASE_PROMPT,
     CONF_COMPACT_CONTEXT,
     CONF_CONTINUE_MINUTES,
     CONF_FALLBACK_MODEL,
@@ -51,8 +56,10 @@ from .const import (
     CONF_MODEL_RETRIES,
     CONF_PROMPT,
     CONF_REQUEST_TIMEOUT,
+    CONF_SEARCH_KNOWLEDGE,
     CONF_TEMPERATURE,
     CONF_TOOL_CATEGORIES,
+    DEFAULT_AGENT_KIND,
     DEFAULT_AI_TASK_NAME,
     DEFAULT_AI_TASK_TEMPERATURE,
     DEFAULT_CONTINUE_MINUTES,
@@ -95,6 +102,8 @@ ACCESS_SCHEMA = vol.Schema(
 )
 
 DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
+    CONF_AGENT_KIND: DEFAULT_AGENT_KIND,
+    CONF_SEARCH_KNOWLEDGE: False,
     CONF_LLM_HASS_API: [llm.LLM_API_ASSIST],
     CONF_TOOL_CATEGORIES: DEFAULT_TOOL_CATEGORIES,
     CONF_COMPACT_CONTEXT: False,
@@ -129,6 +138,7 @@ def _clean_access(user_input: Mapping[str, Any]) -> dict[str, Any]:
 async def _validation_error(data: Mapping[str, Any]) -> str | None:
     """Make the one real request; the flow error key, or None when it worked."""
     access = ModelAccess(data[CONF_MODEL], data.get(CONF_API_KEY), data.get(CONF_API_BASE))
+    redact_in_logs(access.api_key)
     try:
         await async_check_access(access, VALIDATION_TIMEOUT)
     except ModelError as err:
@@ -254,6 +264,17 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
     fields.update(
         {
             vol.Optional(CONF_PROMPT): TemplateSelector(),
+            # One form for every kind (a form cannot change with a choice made in it):
+            # the chatbot and rag kinds ignore the tool options, the descriptions say so.
+            vol.Optional(CONF_AGENT_KIND, default=DEFAULT_AGENT_KIND): SelectSelector(
+                SelectSelectorConfig(
+                    options=[kind.value for kind in AgentKind],
+                    mode=SelectSelectorMode.LIST,
+                    translation_key=CONF_AGENT_KIND,
+                )
+            ),
+            vol.Optional(CONF_BASE_PROMPT): TextSelector(TextSelectorConfig(multiline=True)),
+            vol.Optional(CONF_SEARCH_KNOWLEDGE, default=False): BooleanSelector(),
             vol.Optional(CONF_LLM_HASS_API): SelectSelector(
                 SelectSelectorConfig(options=apis, multiple=True)
             ),
@@ -300,8 +321,11 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
 
 
 def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str, Any]:
-    """Stored options: whole numbers as ints, only API ids that still exist."""
+    """Stored options: whole numbers as ints, only API ids that still exist, no blank
+    base prompt (blank means the kind's own)."""
     options = {k: v for k, v in user_input.items() if k != "name"}
+    if not (options.get(CONF_BASE_PROMPT) or "").strip():
+        options.pop(CONF_BASE_PROMPT, None)
     known = {api.id for api in llm.async_get_apis(hass)}
     if apis := [api for api in options.get(CONF_LLM_HASS_API) or [] if api in known]:
         options[CONF_LLM_HASS_API] = apis

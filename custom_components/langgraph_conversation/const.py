@@ -24,6 +24,15 @@ CONF_MEMORY: Final = "memory"
 CONF_HISTORY_BUDGET: Final = "history_token_budget"
 CONF_CONTINUE_MINUTES: Final = "continue_recent_minutes"
 CONF_MODEL_RETRIES: Final = "model_retries"
+CONF_AGENT_KIND: Final = "agent_kind"
+CONF_BASE_PROMPT: Final = "base_prompt"
+CONF_SEARCH_KNOWLEDGE: Final = "search_knowledge"
+
+# Agent kinds (agent/graph.py AgentKind): the assistant acts with tools, the chatbot only
+# talks, rag answers from the agent's documents.
+DEFAULT_AGENT_KIND: Final = "assistant"
+# An agent's documents: <config>/langgraph_conversation/knowledge/<agent name as a slug>/.
+KNOWLEDGE_DIR: Final = "knowledge"
 
 SUBENTRY_CONVERSATION: Final = "conversation"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 import logging
+from pathlib import Path
 import re
 from typing import Any, Literal
 
@@ -12,10 +13,10 @@ from homeassistant.config_entries import ConfigEntry, ConfigSubentry
 from homeassistant.const import MATCH_ALL
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers import llm
+from homeassistant.helpers import area_registry as ar, device_registry as dr, llm
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.translation import async_get_exception_message
-from homeassistant.util import dt as dt_util
+from homeassistant.util import dt as dt_util, slugify
 
 from .activity import ActivityReporter
 from .agent.events import (
@@ -26,14 +27,19 @@ from .agent.events import (
     ToolCallFinished,
     ToolCallsRequested,
 )
+from .agent.graph import AgentKind
+from .agent.knowledge import KnowledgeSource
 from .agent.memory import MemoryScope
 from .agent.model import ModelAccess, ModelErrorKind
+from .agent.prompts import speaker_layer
 from .agent.roles import RoleAccesses, role_access
 from .agent.runtime import Turn, TurnError
 from .const import (
     CONF_ACTIVITY_CONTENTS,
+    CONF_AGENT_KIND,
     CONF_API_BASE,
     CONF_API_KEY,
+    CONF_BASE_PROMPT,
     CONF_COMPACT_CONTEXT,
     CONF_CONTINUE_MINUTES,
     CONF_FALLBACK_MODEL,
@@ -45,13 +51,16 @@ from .const import (
     CONF_MODEL,
     CONF_MODEL_RETRIES,
     CONF_PROMPT,
+    CONF_SEARCH_KNOWLEDGE,
     CONF_TOOL_CATEGORIES,
+    DEFAULT_AGENT_KIND,
     DEFAULT_CONTINUE_MINUTES,
     DEFAULT_HISTORY_BUDGET,
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_MODEL_RETRIES,
     DEFAULT_TEMPERATURE,
     DOMAIN,
+    KNOWLEDGE_DIR,
     MAX_REQUEST_CHARS,
     MEMORY_RECALL_LIMIT,
     SUBENTRY_CONVERSATION,
@@ -149,6 +158,31 @@ def _origin(user_input: conversation.ConversationInput) -> str | None:
     return None
 
 
+def agent_kind(options: Mapping[str, Any]) -> AgentKind:
+    """The agent's kind; options from before kinds existed are assistants."""
+    try:
+        return AgentKind(options.get(CONF_AGENT_KIND, DEFAULT_AGENT_KIND))
+    except ValueError:
+        return AgentKind.ASSISTANT
+
+
+def knowledge_source(hass: HomeAssistant, subentry: ConfigSubentry) -> KnowledgeSource:
+    """The agent's documents: knowledge/<its name as a slug>/ under our config folder."""
+    folder = slugify(subentry.title) or subentry.subentry_id
+    return KnowledgeSource(
+        Path(hass.config.path(DOMAIN, KNOWLEDGE_DIR, folder)), subentry.subentry_id
+    )
+
+
+def speaker(hass: HomeAssistant, device_id: str | None) -> str:
+    """The prompt layer saying which device, in which area, the person speaks through."""
+    device = dr.async_get(hass).async_get(device_id) if device_id else None
+    if device is None:
+        return ""
+    area = ar.async_get(hass).async_get_area(device.area_id) if device.area_id else None
+    return speaker_layer(device.name_by_user or device.name, area.name if area else None)
+
+
 def confirmation_question(actions: tuple[str, ...]) -> str:
     """The question that asks the user to confirm critical actions, in HA's language."""
     return async_get_exception_message(
@@ -213,8 +247,19 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
     def __init__(self, entry: ConfigEntry, subentry: ConfigSubentry) -> None:
         """Bind the entity to its agent subentry."""
         super().__init__(entry, subentry)
-        if subentry.data.get(CONF_LLM_HASS_API) or subentry.data.get(CONF_TOOL_CATEGORIES):
+        self._agent_kind = agent_kind(subentry.data)
+        if self._agent_kind.uses_tools and (
+            subentry.data.get(CONF_LLM_HASS_API) or subentry.data.get(CONF_TOOL_CATEGORIES)
+        ):
             self._attr_supported_features = conversation.ConversationEntityFeature.CONTROL
+
+    async def async_will_remove_from_hass(self) -> None:
+        """A deleted agent takes its documents' index along (its folder stays)."""
+        await super().async_will_remove_from_hass()
+        if self.subentry.subentry_id not in self.entry.subentries:
+            await self.entry.runtime_data.forget_knowledge(
+                knowledge_source(self.hass, self.subentry)
+            )
 
     @property
     def supported_languages(self) -> list[str] | Literal["*"]:
@@ -224,7 +269,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
     def _system_prompt(self, chat_log: conversation.ChatLog) -> str:
         """Home Assistant's rendered prompt, with the compact home context if chosen."""
         prompt = chat_log.content[0].content
-        if self.subentry.data.get(CONF_COMPACT_CONTEXT):
+        if self._agent_kind.uses_tools and self.subentry.data.get(CONF_COMPACT_CONTEXT):
             prompt = compact_system_prompt(self.hass, prompt, chat_log.llm_api, conversation.DOMAIN)
         return prompt
 
@@ -235,10 +280,13 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
     ) -> conversation.ConversationResult:
         """Run one turn of the agent and stream it into the ChatLog."""
         options = self.subentry.data
+        uses_tools = self._agent_kind.uses_tools
         try:
+            # The chatbot and rag kinds bind no tools: Home Assistant renders their
+            # instructions without an API (so also without the API's entity listing).
             await chat_log.async_provide_llm_data(
                 user_input.as_llm_context(DOMAIN),
-                options.get(CONF_LLM_HASS_API),
+                options.get(CONF_LLM_HASS_API) if uses_tools else None,
                 options.get(CONF_PROMPT),
                 user_input.extra_system_prompt,
             )
@@ -261,7 +309,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             tools=[
                 *tools_from_llm_api(self.hass, chat_log.llm_api),
                 *as_langchain_tools(
-                    TOOLS.specs(options.get(CONF_TOOL_CATEGORIES, [])),
+                    TOOLS.specs(options.get(CONF_TOOL_CATEGORIES, []) if uses_tools else []),
                     ToolContext(
                         hass=self.hass,
                         context=user_input.context,
@@ -292,6 +340,12 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                     include_contents=options.get(CONF_ACTIVITY_CONTENTS, False),
                 ),
             ),
+            kind=self._agent_kind,
+            base_prompt=options.get(CONF_BASE_PROMPT),
+            voice=bool(user_input.device_id or getattr(user_input, "satellite_id", None)),
+            speaker=speaker(self.hass, user_input.device_id),
+            knowledge=knowledge_source(self.hass, self.subentry),
+            search_knowledge=options.get(CONF_SEARCH_KNOWLEDGE, False),
         )
         try:
             async for _content in chat_log.async_add_delta_content_stream(

@@ -9,11 +9,13 @@ from homeassistant.components.diagnostics import async_redact_data
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 
-from .const import CONF_API_KEY, CONF_PROMPT
+from .const import CONF_API_KEY, CONF_BASE_PROMPT, CONF_PROMPT
 from .persistence import DATA_STORAGE
 
 TO_REDACT = {CONF_API_KEY}
-_PACKAGES = ("litellm", "langchain-litellm", "langgraph", "langchain-core", "aiosqlite")
+# What people wrote for an agent: shown as its length only.
+_TEXTS = {CONF_PROMPT, CONF_BASE_PROMPT}
+_PACKAGES = ("litellm", "langchain-litellm", "langgraph", "langchain-core", "aiosqlite", "pypdf")
 
 
 def _package_version(name: str) -> str | None:
@@ -43,7 +45,7 @@ async def async_get_config_entry_diagnostics(
                 # Fast and fallback models may carry keys of their own.
                 "options": async_redact_data(
                     {
-                        key: (f"<{len(value)} characters>" if key == CONF_PROMPT else value)
+                        key: (f"<{len(value)} characters>" if key in _TEXTS else value)
                         for key, value in subentry.data.items()
                     },
                     TO_REDACT,

@@ -4,6 +4,7 @@ Memories: a signed-in user manages their own and the household's; another person
 memories, and clearing the household's, need an administrator. Automations and scripts
 run without a user and may do everything, like Home Assistant's own admin actions.
 Conversations hold what people said, so exporting or clearing one needs an administrator.
+Reading an agent's documents again (reindex_knowledge) needs an administrator too.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from homeassistant.core import (
 from homeassistant.exceptions import HomeAssistantError, ServiceValidationError, Unauthorized
 from homeassistant.helpers import config_validation as cv, entity_registry as er
 
+from .agent.graph import AgentKind
 from .agent.memory import HOUSEHOLD, MEMORY_ROOT
-from .const import DOMAIN
+from .const import CONF_SEARCH_KNOWLEDGE, DOMAIN, SUBENTRY_CONVERSATION
+from .conversation import agent_kind, knowledge_source
 from .persistence import DATA_STORAGE
 from .storage.threads import thread_id_for
 
@@ -169,6 +172,49 @@ async def _clear_thread(hass: HomeAssistant, call: ServiceCall) -> None:
     await runtime.checkpointer.adelete_thread(thread_id)
 
 
+def _uses_knowledge(options: Any) -> bool:
+    kind = agent_kind(options)
+    return kind is AgentKind.RAG or (kind.uses_tools and options.get(CONF_SEARCH_KNOWLEDGE, False))
+
+
+async def _reindex_knowledge(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
+    """Read the documents of one agent, or of every agent that uses documents, again."""
+    await _require_admin(hass, call)
+    wanted = call.data.get(ATTR_AGENT)
+    registry = er.async_get(hass)
+    if wanted is not None:
+        entity = registry.async_get(wanted)
+        if entity is None or entity.platform != DOMAIN or entity.domain != "conversation":
+            raise ServiceValidationError(
+                translation_domain=DOMAIN,
+                translation_key="not_an_agent",
+                translation_placeholders={"agent": wanted},
+            )
+    report: dict[str, Any] = {}
+    for entry in hass.config_entries.async_loaded_entries(DOMAIN):
+        for subentry in entry.subentries.values():
+            if subentry.subentry_type != SUBENTRY_CONVERSATION:
+                continue
+            entity_id = registry.async_get_entity_id("conversation", DOMAIN, subentry.subentry_id)
+            if wanted is not None and entity_id != wanted:
+                continue
+            if wanted is None and not _uses_knowledge(subentry.data):
+                continue
+            result = await entry.runtime_data.reindex_knowledge(knowledge_source(hass, subentry))
+            if result is None:
+                raise HomeAssistantError(
+                    translation_domain=DOMAIN, translation_key="memory_not_loaded"
+                )
+            report[entity_id or subentry.subentry_id] = result.as_dict()
+    if wanted is not None and not report:
+        raise ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key="not_an_agent",
+            translation_placeholders={"agent": wanted},
+        )
+    return {"agents": report}
+
+
 @callback
 def async_register_services(hass: HomeAssistant) -> None:
     """Register the integration's actions."""
@@ -209,3 +255,10 @@ def async_register_services(hass: HomeAssistant) -> None:
         DOMAIN, "export_thread", bind(_export_thread), vol.Schema(_THREAD), SupportsResponse.ONLY
     )
     register(DOMAIN, "clear_thread", bind(_clear_thread), vol.Schema(_THREAD))
+    register(
+        DOMAIN,
+        "reindex_knowledge",
+        bind(_reindex_knowledge),
+        vol.Schema({vol.Optional(ATTR_AGENT): cv.entity_id}),
+        SupportsResponse.OPTIONAL,
+    )

@@ -1,13 +1,30 @@
-"""Agent graphs. The assistant: model node ⇄ tools node, until the model answers."""
+"""Agent graphs, one per agent kind, over one shared message state.
+
+assistant  history → model ⇄ tools, until the model answers (the ReAct loop)
+chatbot    history → model: one call, no tools, for models that cannot call tools
+rag        history → retrieve → model: the documents are searched first (a follow-up is
+           rewritten into a standalone search query), then the model answers from the
+           passages found, without tools
+"""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+from enum import StrEnum
 import json
 import logging
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, AIMessageChunk, SystemMessage
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -17,7 +34,8 @@ from langgraph.types import interrupt
 
 from .confirmation import INTERRUPT_KIND, calls_needing_confirmation, is_affirmative
 from .events import MessageStarted, ModelCallFinished, TextDelta, ToolCallsRequested
-from .history import compact_history, summary_section
+from .history import compact_history
+from .knowledge import Passage, knowledge_block
 from .model import classify_error, is_retryable, retry_delay
 from .roles import ModelRole, RoleModel, falls_back
 from .state import AgentState, TurnContext
@@ -28,6 +46,30 @@ _LOGGER = logging.getLogger(__name__)
 HISTORY_NODE = "history"
 MODEL_NODE = "model"
 TOOLS_NODE = "tools"
+RETRIEVE_NODE = "retrieve"
+
+
+class AgentKind(StrEnum):
+    """How an agent answers; chosen per agent, one compiled graph each."""
+
+    ASSISTANT = "assistant"
+    CHATBOT = "chatbot"
+    RAG = "rag"
+
+    @property
+    def uses_tools(self) -> bool:
+        """Only the assistant binds tools; the others work with any chat model."""
+        return self is AgentKind.ASSISTANT
+
+
+REWRITE_INSTRUCTIONS = (
+    "Rewrite the person's last question as a standalone search query for their "
+    "documents, using the conversation for context: name the things it refers to. "
+    "Reply with the query only, on one line, in the language of the question."
+)
+# How many recent messages the rewrite reads, and the longest query kept.
+_REWRITE_CONTEXT_MESSAGES = 6
+_MAX_QUERY_CHARS = 300
 
 
 def chunk_text(chunk: AIMessageChunk) -> str:
@@ -70,7 +112,7 @@ def strictly_parsed_tool_calls(
     return valid, invalid
 
 
-async def _stream_answer(
+async def _stream_with_fallback(
     context: TurnContext, prompt: list[Any], write: Any
 ) -> tuple[AIMessageChunk | None, RoleModel | None]:
     """Stream the answer: the main model with its retries, then the fallback.
@@ -136,19 +178,26 @@ def _model_call_finished(
     )
 
 
-async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+async def _stream_answer(
+    prompt: list[AnyMessage], runtime: Runtime[TurnContext], *, with_tools: bool
+) -> dict[str, Any]:
     """Stream one model answer; every token goes out as it arrives."""
     context = runtime.context
     write = runtime.stream_writer
     write(MessageStarted())
-    system = "\n\n".join(
-        part for part in (context.system_prompt, summary_section(state.get("summary", ""))) if part
-    )
-    prompt = [SystemMessage(system), *state["messages"]]
-    merged, answered_by = await _stream_answer(context, prompt, write)
+    merged, answered_by = await _stream_with_fallback(context, prompt, write)
     write(_model_call_finished(answered_by, merged, context))
     if merged is None:
         message = AIMessage(content="")
+    elif not with_tools:
+        # A model that was offered no tools may still invent a call; the kinds without a
+        # tools node must not leave a call without its result in the thread.
+        message = AIMessage(
+            content=merged.content,
+            id=merged.id,
+            usage_metadata=merged.usage_metadata,
+            response_metadata=merged.response_metadata,
+        )
     else:
         valid, invalid = strictly_parsed_tool_calls(merged)
         message = AIMessage(
@@ -162,6 +211,117 @@ async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
     if calls := requested_calls(message):
         write(ToolCallsRequested(calls))
     return {"messages": [message]}
+
+
+def _system_prompt(state: AgentState, context: TurnContext, knowledge: str = "") -> SystemMessage:
+    layers = replace(context.prompt, summary=state.get("summary", ""), knowledge=knowledge)
+    return SystemMessage(layers.render())
+
+
+async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """The assistant's model call, with its tools bound."""
+    prompt = [_system_prompt(state, runtime.context), *state["messages"]]
+    return await _stream_answer(prompt, runtime, with_tools=True)
+
+
+def plain_conversation(messages: list[AnyMessage]) -> list[AnyMessage]:
+    """The thread without tool calls and results, for a model that is offered no tools.
+
+    A thread may hold tool exchanges from before an agent became a chatbot; providers and
+    models without tool support reject them when no tools are declared.
+    """
+    plain: list[AnyMessage] = []
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            continue
+        if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+            if message.text.strip():
+                plain.append(AIMessage(message.text, id=message.id))
+            continue
+        plain.append(message)
+    return plain
+
+
+async def chat(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """The chatbot's one model call: instructions and conversation, no tools."""
+    prompt = [_system_prompt(state, runtime.context), *plain_conversation(state["messages"])]
+    return await _stream_answer(prompt, runtime, with_tools=False)
+
+
+async def answer_from_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """The rag kind's model call: the retrieved passages are the last prompt layer."""
+    found = state.get("knowledge")
+    passages = None if found is None else [Passage(p["source"], p["text"]) for p in found]
+    prompt = [
+        _system_prompt(state, runtime.context, knowledge_block(passages)),
+        *plain_conversation(state["messages"]),
+    ]
+    return await _stream_answer(prompt, runtime, with_tools=False)
+
+
+def _question_and_before(messages: list[AnyMessage]) -> tuple[str, list[AnyMessage]]:
+    """The last user message's text, and the conversation before it."""
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage):
+            return messages[index].text, messages[:index]
+    return "", messages
+
+
+async def rewrite_as_search_query(
+    model: BaseChatModel, earlier: list[AnyMessage], question: str, summary: str = ""
+) -> tuple[str, AIMessage]:
+    """One short model call: a follow-up ("and how often?") as a standalone query.
+
+    Returns the query and the model's message (its token usage counts for the turn).
+    """
+    conversation = [
+        f"{'Person' if isinstance(m, HumanMessage) else 'Assistant'}: {m.text.strip()}"
+        for m in plain_conversation(earlier)[-_REWRITE_CONTEXT_MESSAGES:]
+        if m.text.strip()
+    ]
+    transcript = "\n".join(conversation)
+    answer = await model.ainvoke(
+        [
+            SystemMessage(REWRITE_INSTRUCTIONS),
+            HumanMessage(
+                (f"Earlier summary:\n{summary}\n\n" if summary else "")
+                + f"Conversation:\n{transcript}\n\nLast question:\n{question}"
+            ),
+        ]
+    )
+    lines = [line.strip() for line in answer.text.splitlines() if line.strip()]
+    return (lines[0][:_MAX_QUERY_CHARS] if lines else ""), answer
+
+
+async def retrieve_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Before the rag kind's answer: search the documents for this question.
+
+    A follow-up is first rewritten into a standalone query, as "and how often?" finds
+    nothing by itself. Documents that cannot be searched cost the passages, not the
+    answer: the model is told, and says so.
+    """
+    context = runtime.context
+    if context.knowledge is None:
+        return {"knowledge": None}
+    question, earlier = _question_and_before(state["messages"])
+    query = question
+    summary = state.get("summary", "")
+    # A one-line job: the fast model when the agent has one, else the main model.
+    rewrite_model = context.housekeeping_model
+    if rewrite_model is not None and (summary or any(m.text.strip() for m in earlier)):
+        try:
+            query, answer = await rewrite_as_search_query(rewrite_model, earlier, question, summary)
+            role = context.roles.fast if context.roles is not None else None
+            runtime.stream_writer(_model_call_finished(role, answer, context, answer=False))
+        except Exception as err:  # noqa: BLE001  the question itself is still a query
+            _LOGGER.warning("Could not rewrite a follow-up into a search query: %s", err)
+        query = query or question
+    try:
+        passages = await context.knowledge.search(query)
+    except Exception:
+        _LOGGER.exception("Could not search the documents of %s", context.knowledge.source.agent)
+        return {"knowledge": None}
+    return {"knowledge": [{"source": p.source, "text": p.text} for p in passages]}
 
 
 async def call_tools(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
@@ -220,6 +380,42 @@ def build_assistant_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGra
     graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, END])
     graph.add_edge(TOOLS_NODE, MODEL_NODE)
     return graph.compile(checkpointer=checkpointer)
+
+
+def build_chatbot_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
+    """One model call per turn, no tools."""
+    graph = StateGraph(AgentState, context_schema=TurnContext)
+    graph.add_node(HISTORY_NODE, fit_history)
+    graph.add_node(MODEL_NODE, chat)
+    graph.add_edge(START, HISTORY_NODE)
+    graph.add_edge(HISTORY_NODE, MODEL_NODE)
+    graph.add_edge(MODEL_NODE, END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def build_rag_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
+    """Retrieve, then one model call that answers from what was found."""
+    graph = StateGraph(AgentState, context_schema=TurnContext)
+    graph.add_node(HISTORY_NODE, fit_history)
+    graph.add_node(RETRIEVE_NODE, retrieve_knowledge)
+    graph.add_node(MODEL_NODE, answer_from_knowledge)
+    graph.add_edge(START, HISTORY_NODE)
+    graph.add_edge(HISTORY_NODE, RETRIEVE_NODE)
+    graph.add_edge(RETRIEVE_NODE, MODEL_NODE)
+    graph.add_edge(MODEL_NODE, END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+_BUILDERS = {
+    AgentKind.ASSISTANT: build_assistant_graph,
+    AgentKind.CHATBOT: build_chatbot_graph,
+    AgentKind.RAG: build_rag_graph,
+}
+
+
+def build_graphs(checkpointer: BaseCheckpointSaver) -> dict[AgentKind, CompiledStateGraph]:
+    """Every kind's graph on one checkpointer, compiled once per runtime."""
+    return {kind: build(checkpointer) for kind, build in _BUILDERS.items()}
 
 
 def recursion_limit(max_tool_rounds: int) -> int:

@@ -6,7 +6,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import logging
 import sqlite3
 from typing import Any
@@ -18,21 +18,31 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Command, Interrupt
 
 from ..storage.threads import ThreadDirectory
 from .confirmation import INTERRUPT_KIND
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
-from .graph import MODEL_NODE, build_assistant_graph, recursion_limit
+from .graph import MODEL_NODE, AgentKind, build_graphs, recursion_limit
 from .hooks import TurnHooks, TurnRecorder
-from .memory import MEMORY_INSTRUCTIONS, MemoryScope, memory_block, memory_tools, recall
+from .knowledge import (
+    IndexReport,
+    KnowledgeIndex,
+    KnowledgeSource,
+    forget_knowledge,
+    search_knowledge_tool,
+)
+from .log_redaction import redact_in_logs
+from .memory import MemoryScope, memory_block, memory_tools, recall
 from .model import (
     ModelAccess,
     ModelError,
     ModelSettings,
     to_model_error,
 )
+from .prompts import PromptLayers, base_prompt
 from .roles import ModelCache, RoleAccesses
 from .state import TurnContext
 
@@ -75,6 +85,7 @@ class Turn:
 
     thread_id: str
     text: str
+    # The user's instructions as Home Assistant rendered them (one layer of the prompt).
     system_prompt: str
     settings: ModelSettings
     tools: list[BaseTool]
@@ -93,6 +104,18 @@ class Turn:
     roles: RoleAccesses = field(default_factory=RoleAccesses)
     # Observers of this turn only (the runtime's own `hooks` observe every turn).
     hooks: tuple[TurnHooks, ...] = ()
+    # Which graph answers; only the assistant binds tools.
+    kind: AgentKind = AgentKind.ASSISTANT
+    # The agent's own base prompt instead of its kind's (None or blank: the kind's).
+    base_prompt: str | None = None
+    # Spoken through a voice satellite: the prompt asks for short, speakable answers.
+    voice: bool = False
+    # Where the person speaks from (prompts.speaker_layer), "" when unknown.
+    speaker: str = ""
+    # The agent's documents: searched first by the rag kind, and by the assistant's
+    # search_knowledge tool when `search_knowledge` is on.
+    knowledge: KnowledgeSource | None = None
+    search_knowledge: bool = False
 
 
 class AgentRuntime:
@@ -112,9 +135,11 @@ class AgentRuntime:
         Home Assistant run forever.
         """
         self.access = access
+        redact_in_logs(access.api_key)
         self.checkpointer = checkpointer
         self.store = store
-        self._graph = build_assistant_graph(checkpointer)
+        self._graphs = build_graphs(checkpointer)
+        self._knowledge: dict[str, KnowledgeIndex] = {}
         self.models = ModelCache()
         # Observers of every turn (see hooks.py).
         self.hooks: list[TurnHooks] = []
@@ -130,6 +155,44 @@ class AgentRuntime:
     def chat_model(self, settings: ModelSettings) -> BaseChatModel:
         """The main model: one client per distinct settings, reused by every turn."""
         return self.models.get(self.access, settings)
+
+    @property
+    def _graph(self) -> CompiledStateGraph:
+        """The graph that reads thread state: the assistant's knows every node that can
+        pause (only its tools node asks for confirmation)."""
+        return self._graphs[AgentKind.ASSISTANT]
+
+    def knowledge_index(self, source: KnowledgeSource) -> KnowledgeIndex | None:
+        """The agent's knowledge index (one per agent, kept for the runtime's life)."""
+        if self.store is None:
+            return None
+        index = self._knowledge.get(source.agent)
+        if index is None or index.source != source:
+            index = self._knowledge[source.agent] = KnowledgeIndex(self.store, source)
+        return index
+
+    async def reindex_knowledge(self, source: KnowledgeSource) -> IndexReport | None:
+        """Read every file of the agent's folder again; None without a memory store."""
+        index = self.knowledge_index(source)
+        if index is None:
+            return None
+        return await index.refresh(force=True)
+
+    async def forget_knowledge(self, source: KnowledgeSource) -> None:
+        """The agent is gone: drop its documents from the store (the files stay).
+
+        Failing to do so leaves unused rows behind, never a broken agent: logged only.
+        """
+        self._knowledge.pop(source.agent, None)
+        if self.store is None:
+            return
+        try:
+            removed = await forget_knowledge(self.store, source)
+        except Exception:
+            _LOGGER.exception("Could not remove the documents index of %s", source.agent)
+            return
+        if removed:
+            _LOGGER.info("Removed the documents index of %s (%d items)", source.agent, removed)
 
     def _lock(self, thread_id: str) -> asyncio.Lock:
         lock = self._locks.get(thread_id)
@@ -204,14 +267,15 @@ class AgentRuntime:
             "configurable": {"thread_id": turn.thread_id},
             "recursion_limit": recursion_limit(turn.max_tool_rounds),
         }
-        system_prompt, tools = await self._with_memory(turn)
+        prompt, tools, knowledge = await self._prompt_and_tools(turn)
         roles = self.models.roles(self.access, turn.roles, turn.settings)
         context = TurnContext.create(
-            system_prompt,
+            prompt,
             roles.main.model,
             tools,
             turn.history_budget,
             turn.model_retries,
+            knowledge,
             roles=roles,
         )
         async with self._lock(turn.thread_id):
@@ -234,7 +298,7 @@ class AgentRuntime:
         _LOGGER.error("The conversations file failed, continuing in memory: %s", error)
         self.storage_failed = True
         self.checkpointer = memory_checkpointer()
-        self._graph = build_assistant_graph(self.checkpointer)
+        self._graphs = build_graphs(self.checkpointer)
         self._max_threads = self._max_threads or _MEMORY_THREADS
         if self.on_storage_error is not None:
             self.on_storage_error(error)
@@ -248,7 +312,12 @@ class AgentRuntime:
         try:
             messages = await self.messages(turn.thread_id)
             graph_input: Any
+            graph = self._graphs[turn.kind]
             if await self.pending_confirmation(turn.thread_id):
+                # Only the assistant's graph pauses; an agent that has become another
+                # kind since then finishes the pause there (its tools are gone, so the
+                # calls are answered as unknown) before it goes on as its new kind.
+                graph = self._graph
                 graph_input = Command(resume=turn.text)
                 # A failure now also undoes the paused exchange (its request and the
                 # assistant's tool calls), which would otherwise end without results.
@@ -259,7 +328,7 @@ class AgentRuntime:
             answered = False
             # Each step is saved before the next runs: a failing file stops the turn
             # before anything it could not record happens.
-            async for mode, payload in self._graph.astream(
+            async for mode, payload in graph.astream(
                 graph_input,
                 config,
                 context=context,
@@ -294,25 +363,42 @@ class AgentRuntime:
                 raise TurnError(error.kind.value, error.detail) from None
             raise
 
-    async def _with_memory(self, turn: Turn) -> tuple[str, list[BaseTool]]:
-        """The turn's prompt and tools, with recalled memories and memory tools if enabled.
+    async def _prompt_and_tools(
+        self, turn: Turn
+    ) -> tuple[PromptLayers, list[BaseTool], KnowledgeIndex | None]:
+        """The turn's prompt layers, tools and knowledge index, by its agent's kind.
 
-        A memory store that fails must not cost the user their answer: the turn goes on
-        without memories, and the failure is logged.
+        Only the assistant binds tools (its own, memory tools, search_knowledge); the
+        chatbot and rag kinds still read recalled memories. A memory store that fails
+        must not cost the user their answer: the turn goes on without memories, and the
+        failure is logged.
         """
+        kind = turn.kind
+        prompt = PromptLayers(
+            base=base_prompt(kind, turn.base_prompt),
+            voice=turn.voice,
+            speaker=turn.speaker,
+            instructions=turn.system_prompt,
+        )
+        tools = list(turn.tools) if kind.uses_tools else []
+        knowledge = None
+        if turn.knowledge is not None and (
+            kind is AgentKind.RAG or (kind.uses_tools and turn.search_knowledge)
+        ):
+            knowledge = self.knowledge_index(turn.knowledge)
+            if knowledge is not None and kind.uses_tools:
+                tools.append(search_knowledge_tool(knowledge))
         if self.store is None or turn.memory is None:
-            return turn.system_prompt, turn.tools
+            return prompt, tools, knowledge
         try:
             memories = await recall(self.store, turn.memory, turn.text, turn.memory_recall_limit)
         except Exception:
             _LOGGER.exception("Could not read memories; answering without them")
-            return turn.system_prompt, turn.tools
-        prompt = "\n\n".join(
-            part
-            for part in (turn.system_prompt, MEMORY_INSTRUCTIONS, memory_block(memories))
-            if part
-        )
-        return prompt, [*turn.tools, *memory_tools(self.store, turn.memory)]
+            return prompt, tools, knowledge
+        prompt = replace(prompt, memories=memory_block(memories), memory_rules=kind.uses_tools)
+        if kind.uses_tools:
+            tools += memory_tools(self.store, turn.memory)
+        return prompt, tools, knowledge
 
     async def _forget_turn(self, config: dict[str, Any], before: set[str | None]) -> None:
         """Remove what a failed turn added, so the thread holds only whole turns."""

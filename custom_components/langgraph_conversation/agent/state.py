@@ -12,6 +12,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langgraph.graph.message import add_messages
 
+from .knowledge import KnowledgeIndex
+from .prompts import PromptLayers
 from .roles import RoleModel, RoleModels
 
 
@@ -22,6 +24,9 @@ class AgentState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     # Older turns that were summarised away (see history.py).
     summary: NotRequired[str]
+    # Passages the rag kind retrieved for this turn ({"source", "text"}); None when the
+    # documents could not be searched. Replaced every rag turn.
+    knowledge: NotRequired[list[dict[str, str]] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,11 +34,12 @@ class TurnContext:
     """What one turn brings along and is never checkpointed.
 
     The system prompt is rebuilt every turn (Home Assistant renders the time, the
-    exposed entities and the user's template into it), so it is passed here instead of
-    being stored in the thread.
+    exposed entities and the user's template into it), so its layers are passed here
+    instead of being stored in the thread; the graph adds the summary and, for rag, the
+    retrieved passages.
     """
 
-    system_prompt: str
+    prompt: PromptLayers
     model: Runnable
     tools: Mapping[str, BaseTool] = field(default_factory=dict)
     # The unbound chat model, for housekeeping calls such as summaries.
@@ -43,6 +49,8 @@ class TurnContext:
     # Extra attempts of a model call that failed before its first word (rate limit, 5xx,
     # dropped connection).
     model_retries: int = 0
+    # The agent's documents, for the rag kind's retrieval (None: no knowledge).
+    knowledge: KnowledgeIndex | None = None
     # The models of each role (main, fast, fallback); None: the main model does all.
     roles: RoleModels | None = None
     # The fallback model bound to the same tools, tried when the main model fails.
@@ -65,11 +73,12 @@ class TurnContext:
     @classmethod
     def create(
         cls,
-        system_prompt: str,
+        prompt: PromptLayers,
         chat_model: BaseChatModel,
         tools: list[BaseTool],
         history_budget: int | None = None,
         model_retries: int = 0,
+        knowledge: KnowledgeIndex | None = None,
         *,
         roles: RoleModels | None = None,
     ) -> TurnContext:
@@ -84,12 +93,13 @@ class TurnContext:
 
         fallback = roles.fallback if roles is not None else None
         return cls(
-            system_prompt,
+            prompt,
             bound(chat_model),
             {tool.name: tool for tool in tools},
             chat_model,
             history_budget,
             model_retries,
+            knowledge,
             roles,
             bound(fallback.model) if fallback is not None else None,
         )
