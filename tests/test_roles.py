@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,11 +13,13 @@ from pytest_homeassistant_custom_component.components.diagnostics import (
 )
 from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
+from custom_components.langgraph_conversation.agent.graph import REWRITE_INSTRUCTIONS
 from custom_components.langgraph_conversation.agent.history import SUMMARY_INSTRUCTIONS
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
 from custom_components.langgraph_conversation.agent.roles import ModelCache, role_access
 from custom_components.langgraph_conversation.const import (
     CONF_ACTIVITY_CONTENTS,
+    CONF_AGENT_KIND,
     CONF_API_BASE,
     CONF_API_KEY,
     CONF_FALLBACK_MODEL,
@@ -25,6 +28,7 @@ from custom_components.langgraph_conversation.const import (
     CONF_MODEL,
     CONF_MODEL_RETRIES,
     CONF_REQUEST_TIMEOUT,
+    DOMAIN,
     EVENT_ACTIVITY,
     SUBENTRY_CONVERSATION,
 )
@@ -156,6 +160,42 @@ async def test_fast_model_writes_the_summaries(
     ]
     assert summarised
     assert summarised[0]["model"] == f"openai/{TEST_MODEL}"
+
+
+@pytest.mark.parametrize(
+    "agent_overrides", [{CONF_AGENT_KIND: "rag", CONF_FAST_MODEL: "fast-test"}], indirect=True
+)
+async def test_fast_model_rewrites_rag_follow_ups(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    other_server: FakeOpenAIServer,
+) -> None:
+    """A rag follow-up is rewritten by the fast model; the answer stays the main model's."""
+    events = async_capture_events(hass, EVENT_ACTIVITY)
+    folder = Path(hass.config.path(DOMAIN, "knowledge", "test_agent"))
+
+    def write() -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "kettle.md").write_text("Descale the kettle every four weeks.")
+        (folder / "boiler.md").write_text("Keep the boiler between 1 and 1.5 bar.")
+
+    await hass.async_add_executor_job(write)
+    openai_server.add_text("Between 1 and 1.5 bar [boiler.md].")
+    first = await _ask(hass, setup_integration, "What pressure should the boiler have?")
+    other_server.add_text("kettle descaling interval", prompt_tokens=70, completion_tokens=3)
+    openai_server.add_text("Every four weeks [kettle.md].")
+    await _ask(
+        hass, setup_integration, "And for the thing that boils water?", first.conversation_id
+    )
+
+    assert [r["model"] for r in other_server.requests] == ["fast-test"]
+    assert text_of(messages_of(other_server.requests[0], "system")[0]) == REWRITE_INSTRUCTIONS
+    assert openai_server.request_count == 2
+    assert "Descale the kettle" in text_of(messages_of(openai_server.requests[1], "system")[0])
+    end = [e.data for e in events if e.data["type"] == "turn_end"][-1]
+    assert (end["model_role"], end["model_calls"]) == ("main", 2)
+    assert end["input_tokens"] >= 70
 
 
 # -- the fallback model -------------------------------------------------------------------
