@@ -48,6 +48,7 @@ from .const import (
     CONF_FALLBACK_MODEL,
     CONF_FAST_MODEL,
     CONF_HISTORY_BUDGET,
+    CONF_LEARN_MEMORIES,
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
     CONF_MAX_TOOL_ROUNDS,
@@ -108,6 +109,7 @@ DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
     CONF_TOOL_CATEGORIES: DEFAULT_TOOL_CATEGORIES,
     CONF_COMPACT_CONTEXT: False,
     CONF_MEMORY: True,
+    CONF_LEARN_MEMORIES: False,
     CONF_HISTORY_BUDGET: DEFAULT_HISTORY_BUDGET,
     CONF_CONTINUE_MINUTES: DEFAULT_CONTINUE_MINUTES,
     CONF_MODEL_RETRIES: DEFAULT_MODEL_RETRIES,
@@ -287,6 +289,7 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
             ),
             vol.Optional(CONF_COMPACT_CONTEXT, default=False): BooleanSelector(),
             vol.Optional(CONF_MEMORY, default=True): BooleanSelector(),
+            vol.Optional(CONF_LEARN_MEMORIES, default=False): BooleanSelector(),
             vol.Optional(CONF_CONTINUE_MINUTES, default=DEFAULT_CONTINUE_MINUTES): NumberSelector(
                 NumberSelectorConfig(
                     min=0, max=120, step=1, unit_of_measurement="min", mode=NumberSelectorMode.BOX

@@ -21,6 +21,8 @@ CONF_REQUEST_TIMEOUT: Final = "request_timeout"
 CONF_TOOL_CATEGORIES: Final = "tool_categories"
 CONF_COMPACT_CONTEXT: Final = "compact_context"
 CONF_MEMORY: Final = "memory"
+# After each answer, the housekeeping model saves lasting facts the person told.
+CONF_LEARN_MEMORIES: Final = "learn_memories"
 CONF_HISTORY_BUDGET: Final = "history_token_budget"
 CONF_CONTINUE_MINUTES: Final = "continue_recent_minutes"
 CONF_MODEL_RETRIES: Final = "model_retries"

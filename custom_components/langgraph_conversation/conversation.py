@@ -45,6 +45,7 @@ from .const import (
     CONF_FALLBACK_MODEL,
     CONF_FAST_MODEL,
     CONF_HISTORY_BUDGET,
+    CONF_LEARN_MEMORIES,
     CONF_LLM_HASS_API,
     CONF_MAX_TOOL_ROUNDS,
     CONF_MEMORY,
@@ -327,6 +328,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                 else None
             ),
             memory_recall_limit=MEMORY_RECALL_LIMIT,
+            learn_memories=options.get(CONF_LEARN_MEMORIES, False),
             history_budget=options.get(CONF_HISTORY_BUDGET, DEFAULT_HISTORY_BUDGET) or None,
             model_retries=options.get(CONF_MODEL_RETRIES, DEFAULT_MODEL_RETRIES),
             roles=agent_roles(runtime.access, options),

@@ -25,6 +25,7 @@ from langgraph.types import Command, Interrupt
 from ..storage.threads import ThreadDirectory
 from .confirmation import INTERRUPT_KIND
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
+from .extraction import learn_from_exchange
 from .graph import MODEL_NODE, AgentKind, build_graphs, recursion_limit
 from .hooks import TurnHooks, TurnRecorder
 from .knowledge import (
@@ -40,6 +41,7 @@ from .model import (
     ModelAccess,
     ModelError,
     ModelSettings,
+    classify_error,
     to_model_error,
 )
 from .prompts import PromptLayers, base_prompt
@@ -57,6 +59,9 @@ def memory_checkpointer() -> InMemorySaver:
     """
     return InMemorySaver()
 
+
+# Seconds unloading waits for memory extraction to finish before cancelling it.
+_CLOSE_WAIT = 5.0
 
 # Conversations kept when they fell back to memory (least recently used go first).
 _MEMORY_THREADS = 200
@@ -116,6 +121,9 @@ class Turn:
     # search_knowledge tool when `search_knowledge` is on.
     knowledge: KnowledgeSource | None = None
     search_knowledge: bool = False
+    # After the answer, the housekeeping model saves lasting facts the person told
+    # (extraction.py); needs `memory`.
+    learn_memories: bool = False
 
 
 class AgentRuntime:
@@ -141,6 +149,8 @@ class AgentRuntime:
         self._graphs = build_graphs(checkpointer)
         self._knowledge: dict[str, KnowledgeIndex] = {}
         self.models = ModelCache()
+        # Work that outlives a turn (memory extraction), awaited or cancelled at close.
+        self._background: set[asyncio.Task[None]] = set()
         # Observers of every turn (see hooks.py).
         self.hooks: list[TurnHooks] = []
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -231,14 +241,22 @@ class AgentRuntime:
         recorder = TurnRecorder((*self.hooks, *turn.hooks), turn.thread_id, turn.text)
         await recorder.start(self.access.model)
         error: str | None = "cancelled"
+        answer: list[str] = []
+        paused = False
         try:
             # Closed explicitly when our consumer stops early, so the thread's lock and
             # the graph's stream are released at once, not whenever it is collected.
             async with aclosing(self._run_turn(turn)) as events:
                 async for event in events:
                     await recorder.see(event)
+                    if isinstance(event, TextDelta):
+                        answer.append(event.text)
+                    elif isinstance(event, ConfirmationRequested):
+                        paused = True
                     yield event
             error = None
+            if not paused:
+                self._learn_later(turn, "".join(answer))
         except TurnError as err:
             error = err.kind
             await recorder.fail(err.kind, err.detail)
@@ -250,6 +268,38 @@ class AgentRuntime:
             raise
         finally:
             await recorder.end(error)
+
+    def _learn_later(self, turn: Turn, answer: str) -> None:
+        """Start memory extraction for a finished exchange, without delaying its answer."""
+        if not turn.learn_memories or turn.memory is None or self.store is None:
+            return
+        model = self.models.roles(self.access, turn.roles, turn.settings).fast.model
+        task = asyncio.create_task(
+            self._learn(self.store, turn.memory, model, turn.text, answer),
+            name="langgraph_conversation memory extraction",
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _learn(
+        self, store: BaseStore, scope: MemoryScope, model: Any, request: str, answer: str
+    ) -> None:
+        try:
+            await learn_from_exchange(store, scope, model, request, answer)
+        except Exception as err:  # noqa: BLE001  a lost memory must never surface as an error
+            # The kind only: the detail may quote a provider's answer.
+            _LOGGER.warning(
+                "Could not learn memories from a conversation (%s)", classify_error(err)
+            )
+
+    async def async_close(self) -> None:
+        """Wait briefly for memory extraction still running, then cancel what is left."""
+        if not self._background:
+            return
+        _done, pending = await asyncio.wait(set(self._background), timeout=_CLOSE_WAIT)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     async def _run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
         """Run one turn, yielding events as they happen.
