@@ -456,15 +456,21 @@ async def test_delete_removes_vector_and_search_rows(
     assert (stats["items"], stats["vectors"]) == (1, 1)
 
 
-async def test_embedding_of_the_wrong_size_is_refused(db_path: Path) -> None:
-    """Vectors must have the configured number of dimensions."""
+async def test_embedding_of_the_wrong_size_is_not_stored_and_words_still_work(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A vector of the wrong size is an embedding failure: the memory is kept without it."""
     store = await SqliteStore.open(db_path, embed=fake_embed, dims=DIMS + 1)
     try:
-        with pytest.raises(ValueError, match="dimensions"):
-            await store.aput(MEMORIES, "tea", {"text": "Anna likes green tea"})
-        assert await store.aget(MEMORIES, "tea") is None
+        await store.aput(MEMORIES, "tea", {"text": "Anna likes green tea"})
+        await store.aput(MEMORIES, "car", {"text": "The car is red"})
+        assert [item.key for item in await store.asearch(MEMORIES, query="tea")] == ["tea"]
+        assert (await store.stats())["vectors"] == 0
     finally:
         await store.aclose()
+    failures = [r for r in caplog.records if "searching memories by their words" in r.message]
+    assert len(failures) == 1
+    assert "dimensions" in failures[0].message
 
 
 async def test_value_size_limit(db_path: Path) -> None:
@@ -568,6 +574,7 @@ async def test_stats(semantic_store: SqliteStore) -> None:
         "items": 2,
         "expired_items": 0,
         "vectors": 2,
+        "vectors_of_current_model": 2,
         "file_size_bytes": stats["file_size_bytes"],
     }
     assert stats["file_size_bytes"] > 0
