@@ -283,7 +283,7 @@ async def _async_open_missing(hass: HomeAssistant, shared: SharedStorage) -> Non
         if shared.memory is not None:
             _watch(hass, shared.memory.database, MEMORY_FAILED_ISSUE)
             ir.async_delete_issue(hass, DOMAIN, MEMORY_FAILED_ISSUE)
-    elif shared.memory.database.broken is not None and await _async_reopen(
+    elif _needs_reopening(shared.memory.database) and await _async_reopen(
         hass, shared.memory.database, MEMORY_ISSUE
     ):
         ir.async_delete_issue(hass, DOMAIN, MEMORY_FAILED_ISSUE)
@@ -298,8 +298,14 @@ async def _async_open_missing(hass: HomeAssistant, shared: SharedStorage) -> Non
         )
         if shared.threads is not None:
             _watch(hass, shared.threads.database, None)
-    elif shared.threads.database.broken is not None:
+    elif _needs_reopening(shared.threads.database):
         await _async_reopen(hass, shared.threads.database, THREADS_ISSUE)
+
+
+def _needs_reopening(database: SqliteDatabase) -> bool:
+    """Damaged, or failing: a fresh connection may see the repaired file (a connection that
+    SQLite opened read-only stays read-only when the file becomes writable again)."""
+    return database.broken is not None or database.failing
 
 
 async def _async_maintain(hass: HomeAssistant, shared: SharedStorage) -> None:

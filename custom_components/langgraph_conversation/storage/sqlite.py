@@ -128,12 +128,18 @@ class SqliteDatabase:
         """The damage that closed the file to further use, if any."""
         return self._broken
 
+    @property
+    def failing(self) -> bool:
+        """Whether the last transaction failed with a fault of the file (see is_file_fault)."""
+        return self._failing
+
     async def reopen(self) -> None:
         """Connect to the file at the path afresh (after damage was repaired)."""
         async with self._lock:
             connection, version, identity = await _connect(self.path, self._migrations)
             old, self._connection = self._connection, connection
             self.schema_version, self._identity, self._broken = version, identity, None
+            self._failing = False
             if old is not None:
                 await close_connection(old)
 

@@ -70,7 +70,7 @@ from langgraph.store.base import (
 )
 import numpy as np
 
-from .sqlite import SqliteDatabase
+from .sqlite import SqliteDatabase, is_file_fault
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -93,6 +93,9 @@ _MAX_QUERY_TERMS = 32
 _MAX_SCORED_ROWS = 5000
 # Query vectors remembered, so the same words are embedded once per turn.
 _QUERY_VECTORS_KEPT = 32
+# After a read could not mark items as used (the file refused writes), reads skip that
+# for this many seconds.
+_READS_UNTOUCHED_SECONDS = 60
 
 _SCHEMA_V1 = (
     """CREATE TABLE items (
@@ -203,6 +206,7 @@ class SqliteStore(BaseStore):
         self._dims: int | None = None
         self._embedding_model = ""
         self._embedding_failed = False
+        self._reads_untouched_until = 0.0
         # Recent query vectors: one turn searches a person's and the household's memories
         # with the same words, and should ask the embedding model once.
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -282,13 +286,26 @@ class SqliteStore(BaseStore):
         # Embeddings may take a network round trip: compute them before taking the lock.
         model = self._embedding_model
         vectors = await self._embed_ops(ops, plans)
-        async with self._database.write() as conn:
-            now = time.time()
-            results = [
-                await self._run(conn, op, plans.get(index), vectors.get(index), model, now)
-                for index, op in enumerate(ops)
-            ]
-            evicted = await self._evict(conn, {plan.namespace for plan in plans.values()})
+        reads_only = not any(isinstance(op, PutOp) for op in ops)
+        if reads_only and time.monotonic() < self._reads_untouched_until:
+            return await self._read_without_touching(ops, vectors, model)
+        try:
+            async with self._database.write() as conn:
+                now = time.time()
+                results = [
+                    await self._run(conn, op, plans.get(index), vectors.get(index), model, now)
+                    for index, op in enumerate(ops)
+                ]
+                evicted = await self._evict(conn, {plan.namespace for plan in plans.values()})
+        except sqlite3.Error as err:
+            if not reads_only or not is_file_fault(err):
+                raise
+            # The file cannot be written (locked by another program, disk full, read-only):
+            # reading still works, so memories are still found, just not marked as used.
+            # For a while, reads do not even try to write (a lock costs busy_timeout).
+            _LOGGER.warning("Memories are read without marking them as used: %s", err)
+            self._reads_untouched_until = time.monotonic() + _READS_UNTOUCHED_SECONDS
+            return await self._read_without_touching(ops, vectors, model)
         if evicted:
             _LOGGER.info(
                 "Evicted %d least recently used memories to keep at most %d per namespace: %s",
@@ -297,6 +314,16 @@ class SqliteStore(BaseStore):
                 ", ".join(f"{namespace} ({count})" for namespace, count in evicted.items()),
             )
         return results
+
+    async def _read_without_touching(
+        self, ops: list[Op], vectors: dict[int, np.ndarray], model: str
+    ) -> list[Result]:
+        async with self._database.read() as conn:
+            now = time.time()
+            return [
+                await self._run(conn, op, None, vectors.get(index), model, now, touch=False)
+                for index, op in enumerate(ops)
+            ]
 
     async def asweep_expired(self) -> int:
         """Delete expired items (with their search rows and vectors); return how many."""
@@ -467,12 +494,14 @@ class SqliteStore(BaseStore):
         vector: np.ndarray | None,
         model: str,
         now: float,
+        *,
+        touch: bool = True,
     ) -> Result:
         match op:
             case GetOp():
-                return await _get(conn, op, now)
+                return await _get(conn, op, now, touch=touch)
             case SearchOp():
-                return await _search(conn, op, vector, model, now)
+                return await _search(conn, op, vector, model, now, touch=touch)
             case ListNamespacesOp():
                 return await _list_namespaces(conn, op, now)
             case PutOp() if plan is None:
@@ -529,7 +558,9 @@ async def _fetch_row(
     return tuple(row)
 
 
-async def _get(conn: aiosqlite.Connection, op: GetOp, now: float) -> Item | None:
+async def _get(
+    conn: aiosqlite.Connection, op: GetOp, now: float, *, touch: bool = True
+) -> Item | None:
     async with conn.execute(
         f"SELECT {_ITEM_COLUMNS} FROM items AS i WHERE i.namespace = ? AND i.key = ? AND {_LIVE}",
         (_encode_namespace(op.namespace), op.key, now),
@@ -537,7 +568,8 @@ async def _get(conn: aiosqlite.Connection, op: GetOp, now: float) -> Item | None
         row = await cursor.fetchone()
     if row is None:
         return None
-    await _touch(conn, [row[0]], now, refresh_ttl=op.refresh_ttl)
+    if touch:
+        await _touch(conn, [row[0]], now, refresh_ttl=op.refresh_ttl)
     return _item(row)
 
 
@@ -593,6 +625,8 @@ async def _search(
     query_vector: np.ndarray | None,
     model: str,
     now: float,
+    *,
+    touch: bool = True,
 ) -> list[SearchItem]:
     scope, scope_params = _search_scope(op, now)
     terms = _query_terms(op.query or "")
@@ -619,7 +653,8 @@ async def _search(
             f" ORDER BY i.updated_at DESC, i.id DESC LIMIT ? OFFSET ?",
             [*scope_params, op.limit, op.offset],
         )
-    await _touch(conn, [item_id for item_id, _ in ranked], now, refresh_ttl=op.refresh_ttl)
+    if touch:
+        await _touch(conn, [item_id for item_id, _ in ranked], now, refresh_ttl=op.refresh_ttl)
     return [item for _, item in ranked]
 
 
