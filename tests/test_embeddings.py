@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.components.diagnostics import (
+    get_diagnostics_for_config_entry,
+)
+from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
 from custom_components.langgraph_conversation.agent.embeddings import (
     EmbeddingError,
@@ -16,13 +21,16 @@ from custom_components.langgraph_conversation.agent.embeddings import (
 )
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelErrorKind
 from custom_components.langgraph_conversation.const import (
+    CONF_CHECKPOINTS_KEPT,
     CONF_EMBEDDING_API_BASE,
     CONF_EMBEDDING_API_KEY,
     CONF_EMBEDDING_MODEL,
+    CONF_THREAD_IDLE_DAYS,
 )
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
+from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, agent_entity_id
 from .fakes import ErrorReply, FakeOpenAIServer, ToolCall
@@ -263,3 +271,35 @@ async def test_forgetting_a_memory_deletes_its_vector(
     await _ask(hass, setup_integration, "Forget the cat's name")
     stats = await store.stats()
     assert (stats["items"], stats["vectors"]) == (0, 0)
+
+
+async def test_diagnostics_show_embeddings_on_but_never_the_key(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    hass_client: ClientSessionGenerator,
+) -> None:
+    """Effective settings and the model name are shown; the embedding key is redacted."""
+    await _set_options(
+        hass,
+        setup_integration,
+        **{
+            CONF_CHECKPOINTS_KEPT: 4,
+            CONF_THREAD_IDLE_DAYS: 0,
+            CONF_EMBEDDING_MODEL: EMBEDDING_MODEL,
+            CONF_EMBEDDING_API_KEY: "sk-embedding-secret-42",
+            CONF_EMBEDDING_API_BASE: openai_server.api_base,
+        },
+    )
+    assert await async_setup_component(hass, "diagnostics", {})
+    diagnostics = await get_diagnostics_for_config_entry(hass, hass_client, setup_integration)
+    dumped = json.dumps(diagnostics)
+    assert "sk-embedding-secret-42" not in dumped
+    assert TEST_KEY not in dumped
+    assert diagnostics["entry"]["options"][CONF_EMBEDDING_API_KEY] == "**REDACTED**"
+    assert diagnostics["storage"]["settings"] == {
+        "checkpoints_kept_per_conversation": 4,
+        "delete_conversations_idle_days": "never",
+        "embeddings": True,
+        "embedding_model": EMBEDDING_MODEL,
+    }
