@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -303,3 +306,44 @@ async def test_diagnostics_show_embeddings_on_but_never_the_key(
         "embeddings": True,
         "embedding_model": EMBEDDING_MODEL,
     }
+
+
+# A fresh interpreter: whatever the first embedding call imports shows in sys.modules.
+_FIRST_CALL = """
+import asyncio, sys
+from custom_components.langgraph_conversation.agent.embeddings import (
+    async_embed, warm_up_embeddings,
+)
+from custom_components.langgraph_conversation.agent.model import ModelAccess, warm_up
+from tests.fakes import FakeOpenAIServer
+
+async def main():
+    async with FakeOpenAIServer() as server:
+        access = ModelAccess("openai/embed-test", "key", server.api_base)
+        warm_up(ModelAccess("openai/gpt-test"))
+        if sys.argv[1] == "warm":
+            warm_up_embeddings(access)
+        before = set(sys.modules)
+        await async_embed(access, ["hello"], 10)
+        print(len(set(sys.modules) - before))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize(("warm", "imports_on_the_loop"), [("warm", False), ("cold", True)])
+def test_warm_up_leaves_the_first_embedding_nothing_to_import(
+    warm: str, imports_on_the_loop: bool
+) -> None:
+    """Home Assistant warms embeddings up in the executor; the event loop imports nothing."""
+    repository = Path(__file__).parent.parent
+    finished = subprocess.run(
+        [sys.executable, "-c", _FIRST_CALL, warm],
+        cwd=repository,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    imported = int(finished.stdout.strip().splitlines()[-1])
+    assert (imported > 0) is imports_on_the_loop

@@ -33,7 +33,12 @@ from homeassistant.helpers.selector import (
     TextSelectorType,
 )
 
-from .agent.embeddings import EmbeddingError, async_embed, embedding_access
+from .agent.embeddings import (
+    EmbeddingError,
+    async_embed,
+    embedding_access,
+    warm_up_embeddings,
+)
 from .agent.model import ModelAccess, ModelError, ModelErrorKind, async_check_access
 from .const import (
     CHECKPOINTS_KEPT_PER_THREAD,
@@ -436,7 +441,9 @@ def _storage_options(user_input: Mapping[str, Any]) -> dict[str, Any]:
     return options
 
 
-async def _embedding_error(entry: ConfigEntry, options: Mapping[str, Any]) -> str | None:
+async def _embedding_error(
+    hass: HomeAssistant, entry: ConfigEntry, options: Mapping[str, Any]
+) -> str | None:
     """Embed one word with the chosen model; the flow error key, or None when it worked."""
     access = embedding_access(
         options[CONF_EMBEDDING_MODEL],
@@ -447,6 +454,7 @@ async def _embedding_error(entry: ConfigEntry, options: Mapping[str, Any]) -> st
         ),
     )
     try:
+        await hass.async_add_executor_job(warm_up_embeddings, access)
         await async_embed(access, ["Hello"], VALIDATION_TIMEOUT)
     except EmbeddingError as err:
         _LOGGER.info("Could not use embedding model %s: %s", access.model, err)
@@ -468,7 +476,7 @@ class StorageOptionsFlow(OptionsFlow):
             options = _storage_options(user_input)
             error = None
             if CONF_EMBEDDING_MODEL in options:
-                error = await _embedding_error(self.config_entry, options)
+                error = await _embedding_error(self.hass, self.config_entry, options)
             if error is None:
                 return self.async_create_entry(data=options)
             errors["base"] = error

@@ -38,7 +38,7 @@ from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
 from homeassistant.util.hass_dict import HassKey
 
-from .agent.embeddings import LiteLLMEmbedder, embedding_access
+from .agent.embeddings import LiteLLMEmbedder, embedding_access, warm_up_embeddings
 from .agent.model import ModelAccess
 from .const import (
     CHECKPOINTS_KEPT_PER_THREAD,
@@ -156,8 +156,7 @@ class SharedStorage:
             _LOGGER.info("Deleted %d conversations idle for %d days", removed, days)
         return removed
 
-    @callback
-    def async_apply(self, hass: HomeAssistant) -> None:
+    async def async_apply(self, hass: HomeAssistant) -> None:
         """Combine the entries' settings and apply them to the open files."""
         position = {
             entry.entry_id: index
@@ -179,6 +178,7 @@ class SharedStorage:
         if wanted is None:
             self.memory.configure_embeddings(None)
         else:
+            await hass.async_add_executor_job(warm_up_embeddings, wanted)
             self.memory.configure_embeddings(self._embedder, wanted.model)
             self.async_start_backfill(hass)
 
@@ -339,9 +339,9 @@ async def async_acquire_storage(hass: HomeAssistant, entry: ConfigEntry) -> Shar
                 hass, maintain, _MAINTENANCE_INTERVAL, cancel_on_shutdown=True
             )
         shared.entries[entry.entry_id] = StorageSettings.of_entry(entry)
-        shared.async_apply(hass)
+        await shared.async_apply(hass)
         await _async_open_missing(hass, shared)
-        shared.async_apply(hass)
+        await shared.async_apply(hass)
         if first:
             await _async_maintain(hass, shared)
         return shared
@@ -358,4 +358,4 @@ async def async_release_storage(hass: HomeAssistant, entry: ConfigEntry) -> None
             hass.data.pop(DATA_STORAGE)
             await shared.async_close()
         else:
-            shared.async_apply(hass)
+            await shared.async_apply(hass)

@@ -12,6 +12,7 @@ was not given for.
 
 from __future__ import annotations
 
+import importlib
 import time
 from typing import Any
 
@@ -21,6 +22,14 @@ from .model import ModelAccess, ModelErrorKind, classify_error
 
 # LiteLLM names Ollama's chat and generate APIs as two providers; one server serves both.
 _SAME_PROVIDER = {"ollama_chat": "ollama"}
+# What the first embedding request imports (about 470 modules, most of the OpenAI SDK's
+# resources) after the chat model's warm-up; imported in the executor instead.
+_FIRST_CALL_MODULES = (
+    "openai.resources",
+    "openai.lib._parsing._embeddings",
+    "anyio._backends._asyncio",
+    "litellm._service_logger",
+)
 
 
 class EmbeddingError(Exception):
@@ -59,6 +68,19 @@ def embedding_access(
     if same_provider and (not api_base or _same_address(api_base, chat.api_base)):
         return ModelAccess(model, chat.api_key, api_base or chat.api_base)
     return ModelAccess(model, None, api_base or None)
+
+
+def warm_up_embeddings(access: ModelAccess) -> None:
+    """Do the first embedding call's imports now (blocking: run it in the executor)."""
+    for name in _FIRST_CALL_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue  # another SDK version: its first call imports what it needs
+    try:
+        litellm.embedding(model=access.model, input=["warm up"], mock_response=[0.0])
+    except Exception:  # noqa: BLE001  a bad model string is reported by the real call
+        return
 
 
 class LiteLLMEmbedder:
