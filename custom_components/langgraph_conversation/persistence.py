@@ -138,6 +138,7 @@ class SharedStorage:
     entries: dict[str, StorageSettings] = field(default_factory=dict)
     settings: StorageSettings = field(default_factory=StorageSettings)
     _cancel_maintenance: CALLBACK_TYPE | None = None
+    _cancel_stop_listener: CALLBACK_TYPE | None = None
     _backfill: asyncio.Task[int] | None = None
     _embedder: LiteLLMEmbedder | None = None
 
@@ -209,6 +210,9 @@ class SharedStorage:
         if self._cancel_maintenance is not None:
             self._cancel_maintenance()
             self._cancel_maintenance = None
+        if self._cancel_stop_listener is not None:
+            self._cancel_stop_listener()
+            self._cancel_stop_listener = None
         backfill, self._backfill = self._backfill, None
         if backfill is not None and not backfill.done():
             backfill.cancel()
@@ -328,9 +332,12 @@ async def async_acquire_storage(hass: HomeAssistant, entry: ConfigEntry) -> Shar
             shared = hass.data[DATA_STORAGE] = SharedStorage()
 
             async def close_at_stop(event: Event) -> None:
+                shared._cancel_stop_listener = None  # a fired one-time listener is gone
                 await shared.async_close()
 
-            hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, close_at_stop)
+            shared._cancel_stop_listener = hass.bus.async_listen_once(
+                EVENT_HOMEASSISTANT_STOP, close_at_stop
+            )
 
             async def maintain(now: datetime) -> None:
                 await _async_maintain(hass, shared)
