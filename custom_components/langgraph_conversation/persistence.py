@@ -16,7 +16,7 @@ Settings (the "Configure" options of each model access entry) apply to the share
 so differing values combine, always towards keeping more:
 - checkpoints kept per conversation: the largest value of the loaded entries;
 - conversations idle for N days are deleted: the largest N, and 0 (never) beats any N;
-- embedding model: that of the first entry, in Home Assistant's order, that sets one.
+- embedding model: that of the earliest added entry that sets one (Home Assistant's order).
 """
 
 from __future__ import annotations
