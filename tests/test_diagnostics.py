@@ -33,6 +33,6 @@ async def test_diagnostics_are_redacted(
     assert re.fullmatch(r"<\d+ characters>", prompt)
     storage = diagnostics["storage"]
     assert storage["threads"]["schema_version"] == 1
-    assert storage["memory"]["schema_version"] == 1
+    assert storage["memory"]["schema_version"] == 2
     assert {"threads", "checkpoints"} <= set(storage["threads"])
     assert "items" in storage["memory"]

@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 import sqlite3
 
 from freezegun.api import FrozenDateTimeFactory
+import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
+from custom_components.langgraph_conversation.agent.model import ModelAccess
+from custom_components.langgraph_conversation.const import (
+    CONF_CHECKPOINTS_KEPT,
+    CONF_EMBEDDING_API_KEY,
+    CONF_EMBEDDING_MODEL,
+    CONF_THREAD_IDLE_DAYS,
+    DOMAIN,
+)
+from custom_components.langgraph_conversation.persistence import (
+    DATA_STORAGE,
+    StorageSettings,
+    combine_settings,
+)
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
+from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers import device_registry as dr, issue_registry as ir
 from homeassistant.setup import async_setup_component
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
+from .conftest import TEST_KEY, agent_entity_id
+from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from .helpers import assist_tool_name, text_of
 
 
@@ -208,3 +224,153 @@ async def test_corrupted_threads_file_is_not_replaced(
     result = await _ask(hass, config_entry, "Hi", None)
     assert result.response.speech["plain"]["speech"] == "Hello."
     assert await hass.async_add_executor_job(path.read_bytes) == garbage
+
+
+# -- retention options -----------------------------------------------------------------
+
+
+def _checkpoints_per_thread(path: Path) -> dict[str, int]:
+    with closing(sqlite3.connect(path)) as connection:
+        rows = connection.execute(
+            "SELECT thread_id, COUNT(*) FROM checkpoints GROUP BY thread_id"
+        ).fetchall()
+    return dict(rows)
+
+
+async def test_options_flow_sets_retention_and_reloads(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """ "Configure" keeps 5 checkpoints and never deletes idle conversations."""
+    flow = await hass.config_entries.options.async_init(setup_integration.entry_id)
+    assert flow["type"] is FlowResultType.FORM
+    assert flow["step_id"] == "init"
+    result = await hass.config_entries.options.async_configure(
+        flow["flow_id"], {CONF_CHECKPOINTS_KEPT: 5, CONF_THREAD_IDLE_DAYS: 0}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    await hass.async_block_till_done()
+    assert setup_integration.options == {CONF_CHECKPOINTS_KEPT: 5, CONF_THREAD_IDLE_DAYS: 0}
+    shared = hass.data[DATA_STORAGE]
+    assert shared.settings == StorageSettings(checkpoints_kept=5, thread_idle_days=0)
+
+    conversation_id = None
+    for turn in range(4):
+        openai_server.add_text(f"Answer {turn}.")
+        conversation_id = (
+            await _ask(hass, setup_integration, f"Question {turn}", conversation_id)
+        ).conversation_id
+    path = Path(hass.config.path("langgraph_conversation", "threads.db"))
+    assert list((await hass.async_add_executor_job(_checkpoints_per_thread, path)).values()) == [5]
+
+
+async def test_options_flow_checks_the_embedding_model(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """An embedding model the server does not have is refused with a clear error."""
+    openai_server.models = {"gpt-test", "embed-test"}
+    flow = await hass.config_entries.options.async_init(setup_integration.entry_id)
+    answer = {
+        CONF_CHECKPOINTS_KEPT: 3,
+        CONF_THREAD_IDLE_DAYS: 30,
+        CONF_EMBEDDING_MODEL: "openai/no-such-embed",
+    }
+    result = await hass.config_entries.options.async_configure(flow["flow_id"], answer)
+    assert result["type"] is FlowResultType.FORM
+    assert result["errors"] == {"base": "model_not_found"}
+    answer[CONF_EMBEDDING_MODEL] = " openai/embed-test "
+    result = await hass.config_entries.options.async_configure(flow["flow_id"], answer)
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    await hass.async_block_till_done()
+    # No key was typed: the entry's own key is reused (same provider and server), not stored.
+    assert setup_integration.options[CONF_EMBEDDING_MODEL] == "openai/embed-test"
+    assert CONF_EMBEDDING_API_KEY not in setup_integration.options
+    settings = hass.data[DATA_STORAGE].settings
+    assert settings.embedding is not None
+    assert settings.embedding.api_key == TEST_KEY
+
+
+async def test_differing_options_combine_towards_keeping_more(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    ollama_server: FakeOllamaServer,
+) -> None:
+    """Most checkpoints, longest idle age (0 = never wins), the first entry's embedding model."""
+    hass.config_entries.async_update_entry(
+        setup_integration, options={CONF_CHECKPOINTS_KEPT: 2, CONF_THREAD_IDLE_DAYS: 10}
+    )
+    await hass.async_block_till_done()
+    other = MockConfigEntry(
+        domain=DOMAIN,
+        data={"model": "ollama_chat/llama3.2", "api_base": ollama_server.base_url},
+        options={
+            CONF_CHECKPOINTS_KEPT: 7,
+            CONF_THREAD_IDLE_DAYS: 60,
+            CONF_EMBEDDING_MODEL: "ollama/nomic-embed-text",
+        },
+    )
+    other.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(other.entry_id)
+    await hass.async_block_till_done()
+    shared = hass.data[DATA_STORAGE]
+    assert shared.settings.as_diagnostics() == {
+        "checkpoints_kept_per_conversation": 7,
+        "delete_conversations_idle_days": 60,
+        "embeddings": True,
+        "embedding_model": "ollama/nomic-embed-text",
+    }
+    assert shared.threads is not None
+    assert shared.threads.keep_last == 7
+    # The Ollama entry's server is the embedding model's address; no key goes there.
+    assert shared.settings.embedding == ModelAccess(
+        "ollama/nomic-embed-text", None, ollama_server.base_url
+    )
+
+    hass.config_entries.async_update_entry(
+        setup_integration,
+        options={
+            CONF_CHECKPOINTS_KEPT: 2,
+            CONF_THREAD_IDLE_DAYS: 0,
+            CONF_EMBEDDING_MODEL: "openai/embed-test",
+        },
+    )
+    await hass.async_block_till_done()
+    shared = hass.data[DATA_STORAGE]
+    assert shared.settings.thread_idle_days == 0
+    # The first entry (in Home Assistant's order) that sets an embedding model decides.
+    assert shared.settings.embedding == ModelAccess(
+        "openai/embed-test", TEST_KEY, openai_server.api_base
+    )
+
+    assert await hass.config_entries.async_unload(other.entry_id)
+    await hass.async_block_till_done()
+    assert shared.settings.checkpoints_kept == 2
+    assert shared.threads.keep_last == 2
+
+
+def test_combining_no_entries_gives_the_defaults() -> None:
+    """Nothing to combine: the documented defaults."""
+    assert combine_settings([]) == StorageSettings(checkpoints_kept=3, thread_idle_days=30)
+
+
+@pytest.mark.parametrize(("idle_days", "deleted"), [(30, 1), (0, 0)])
+async def test_idle_conversations_are_deleted_unless_never(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    freezer: FrozenDateTimeFactory,
+    idle_days: int,
+    deleted: int,
+) -> None:
+    """A conversation idle for 400 days goes with 30 days, and stays with 0 (never)."""
+    hass.config_entries.async_update_entry(
+        setup_integration, options={CONF_CHECKPOINTS_KEPT: 3, CONF_THREAD_IDLE_DAYS: idle_days}
+    )
+    await hass.async_block_till_done()
+    openai_server.add_text("Hello.")
+    await _ask(hass, setup_integration, "Hi", None)
+    freezer.tick(timedelta(days=400))
+    shared = hass.data[DATA_STORAGE]
+    assert await shared.async_expire_threads() == deleted
+    path = Path(hass.config.path("langgraph_conversation", "threads.db"))
+    assert len(await hass.async_add_executor_job(_checkpoints_per_thread, path)) == 1 - deleted

@@ -87,7 +87,11 @@ async def _async_release_on_stop(event: Event) -> None:
 
 
 async def _async_reload(hass: HomeAssistant, entry: LangGraphConfigEntry) -> None:
-    """Agent (subentry) or access changes rebuild everything."""
+    """Agent (subentry), access or storage option changes rebuild everything.
+
+    The storage options (retention, embedding model) are combined with other entries'
+    again when the entry sets up (persistence.async_acquire_storage).
+    """
     await hass.config_entries.async_reload(entry.entry_id)
 
 

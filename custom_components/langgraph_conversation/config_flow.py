@@ -1,4 +1,4 @@
-"""Config flow: model access (entry), and the agents that use it (subentries)."""
+"""Config flow: model access (entry), its storage options, and its agents (subentries)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from homeassistant.config_entries import (
     ConfigFlow,
     ConfigFlowResult,
     ConfigSubentryFlow,
+    OptionsFlow,
     SubentryFlowResult,
 )
 from homeassistant.core import HomeAssistant, callback
@@ -34,17 +35,28 @@ from homeassistant.helpers.selector import (
     TextSelectorType,
 )
 
+from .agent.embeddings import (
+    EmbeddingError,
+    async_embed,
+    embedding_access,
+    warm_up_embeddings,
+)
 from .agent.graph import AgentKind
 from .agent.log_redaction import redact_in_logs
 from .agent.model import ModelAccess, ModelError, ModelErrorKind, async_check_access
 from .const import (
+    CHECKPOINTS_KEPT_PER_THREAD,
     CONF_ACTIVITY_CONTENTS,
     CONF_AGENT_KIND,
     CONF_API_BASE,
     CONF_API_KEY,
     CONF_BASE_PROMPT,
+    CONF_CHECKPOINTS_KEPT,
     CONF_COMPACT_CONTEXT,
     CONF_CONTINUE_MINUTES,
+    CONF_EMBEDDING_API_BASE,
+    CONF_EMBEDDING_API_KEY,
+    CONF_EMBEDDING_MODEL,
     CONF_FALLBACK_MODEL,
     CONF_FAST_MODEL,
     CONF_HISTORY_BUDGET,
@@ -59,6 +71,7 @@ from .const import (
     CONF_REQUEST_TIMEOUT,
     CONF_SEARCH_KNOWLEDGE,
     CONF_TEMPERATURE,
+    CONF_THREAD_IDLE_DAYS,
     CONF_TOOL_CATEGORIES,
     DEFAULT_AGENT_KIND,
     DEFAULT_AI_TASK_NAME,
@@ -73,8 +86,11 @@ from .const import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TOOL_CATEGORIES,
     DOMAIN,
+    MAX_CHECKPOINTS_KEPT,
+    MAX_THREAD_IDLE_DAYS,
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
+    THREAD_IDLE_DAYS,
     VALIDATION_TIMEOUT,
 )
 from .tools import TOOLS
@@ -225,6 +241,12 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
             description_placeholders={"model": entry.data[CONF_MODEL]},
             errors=errors,
         )
+
+    @staticmethod
+    @callback
+    def async_get_options_flow(config_entry: ConfigEntry) -> OptionsFlow:
+        """ "Configure": retention of conversations and the embedding model of memories."""
+        return StorageOptionsFlow()
 
     @classmethod
     @callback
@@ -441,3 +463,91 @@ class AITaskSubentryFlow(_OptionsSubentryFlow):
             if key in options:
                 options[key] = int(options[key])
         return options
+
+
+STORAGE_SCHEMA = vol.Schema(
+    {
+        vol.Required(CONF_CHECKPOINTS_KEPT, default=CHECKPOINTS_KEPT_PER_THREAD): NumberSelector(
+            NumberSelectorConfig(
+                min=1, max=MAX_CHECKPOINTS_KEPT, step=1, mode=NumberSelectorMode.BOX
+            )
+        ),
+        vol.Required(CONF_THREAD_IDLE_DAYS, default=THREAD_IDLE_DAYS): NumberSelector(
+            NumberSelectorConfig(
+                min=0,
+                max=MAX_THREAD_IDLE_DAYS,
+                step=1,
+                unit_of_measurement="d",
+                mode=NumberSelectorMode.BOX,
+            )
+        ),
+        vol.Optional(CONF_EMBEDDING_MODEL): TextSelector(),
+        vol.Optional(CONF_EMBEDDING_API_KEY): TextSelector(
+            TextSelectorConfig(type=TextSelectorType.PASSWORD)
+        ),
+        vol.Optional(CONF_EMBEDDING_API_BASE): TextSelector(
+            TextSelectorConfig(type=TextSelectorType.URL)
+        ),
+    }
+)
+
+
+def _storage_options(user_input: Mapping[str, Any]) -> dict[str, Any]:
+    """Whole numbers as ints, trimmed text, no empty optional fields."""
+    options: dict[str, Any] = {
+        CONF_CHECKPOINTS_KEPT: int(user_input[CONF_CHECKPOINTS_KEPT]),
+        CONF_THREAD_IDLE_DAYS: int(user_input[CONF_THREAD_IDLE_DAYS]),
+    }
+    for key in (CONF_EMBEDDING_MODEL, CONF_EMBEDDING_API_KEY, CONF_EMBEDDING_API_BASE):
+        if value := (user_input.get(key) or "").strip():
+            options[key] = value
+    return options
+
+
+async def _embedding_error(
+    hass: HomeAssistant, entry: ConfigEntry, options: Mapping[str, Any]
+) -> str | None:
+    """Embed one word with the chosen model; the flow error key, or None when it worked."""
+    access = embedding_access(
+        options[CONF_EMBEDDING_MODEL],
+        options.get(CONF_EMBEDDING_API_KEY),
+        options.get(CONF_EMBEDDING_API_BASE),
+        chat=ModelAccess(
+            entry.data[CONF_MODEL], entry.data.get(CONF_API_KEY), entry.data.get(CONF_API_BASE)
+        ),
+    )
+    try:
+        await hass.async_add_executor_job(warm_up_embeddings, access)
+        await async_embed(access, ["Hello"], VALIDATION_TIMEOUT)
+    except EmbeddingError as err:
+        _LOGGER.info("Could not use embedding model %s: %s", access.model, err)
+        return _FLOW_ERRORS.get(err.kind, "unknown")
+    return None
+
+
+class StorageOptionsFlow(OptionsFlow):
+    """Options of a model access entry: conversation retention and the embedding model.
+
+    The storage files are shared by all entries; how differing options combine is
+    described in persistence.py. Saving reloads the entry (its update listener).
+    """
+
+    async def async_step_init(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
+        """One form; an embedding model is checked with one real request."""
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            options = _storage_options(user_input)
+            error = None
+            if CONF_EMBEDDING_MODEL in options:
+                error = await _embedding_error(self.hass, self.config_entry, options)
+            if error is None:
+                return self.async_create_entry(data=options)
+            errors["base"] = error
+        return self.async_show_form(
+            step_id="init",
+            data_schema=self.add_suggested_values_to_schema(
+                STORAGE_SCHEMA,
+                user_input if user_input is not None else self.config_entry.options,
+            ),
+            errors=errors,
+        )

@@ -68,6 +68,20 @@ CHECKPOINTS_KEPT_PER_THREAD: Final = 3
 # Conversations unused for this many days are deleted.
 THREAD_IDLE_DAYS: Final = 30
 MEMORY_RECALL_LIMIT: Final = 5
+# Entry options ("Configure" on the model access entry). The files are shared by every
+# entry, so differing values combine (persistence.py): the most checkpoints, the longest
+# idle age (0 = never delete), and the embedding model of the first entry that sets one.
+CONF_CHECKPOINTS_KEPT: Final = "checkpoints_kept"
+CONF_THREAD_IDLE_DAYS: Final = "thread_idle_days"
+CONF_EMBEDDING_MODEL: Final = "embedding_model"
+CONF_EMBEDDING_API_KEY: Final = "embedding_api_key"
+CONF_EMBEDDING_API_BASE: Final = "embedding_api_base"
+MAX_CHECKPOINTS_KEPT: Final = 50
+MAX_THREAD_IDLE_DAYS: Final = 3650
+# Seconds one embedding request may take before search goes on with full text only.
+EMBEDDING_TIMEOUT: Final = 10
+# Memories given a vector per backfill run (at start and every 6 hours), 32 per request.
+EMBEDDING_BACKFILL_LIMIT: Final = 500
 
 # AI Task (subentry type "ai_task_data"): one model call per task.
 SUBENTRY_AI_TASK: Final = "ai_task_data"

@@ -1,4 +1,8 @@
-"""Diagnostics: configuration, versions and storage counts; no secrets, no conversation text."""
+"""Diagnostics: configuration, versions, storage settings and counts.
+
+No secrets (API keys of the chat and the embedding model are redacted), no conversation
+text, no memory.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,10 @@ from homeassistant.components.diagnostics import async_redact_data
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 
-from .const import CONF_API_KEY, CONF_BASE_PROMPT, CONF_PROMPT
+from .const import CONF_API_KEY, CONF_BASE_PROMPT, CONF_EMBEDDING_API_KEY, CONF_PROMPT
 from .persistence import DATA_STORAGE
 
-TO_REDACT = {CONF_API_KEY}
+TO_REDACT = {CONF_API_KEY, CONF_EMBEDDING_API_KEY}
 # What people wrote for an agent: shown as its length only.
 _TEXTS = {CONF_PROMPT, CONF_BASE_PROMPT}
 _PACKAGES = ("litellm", "langchain-litellm", "langgraph", "langchain-core", "aiosqlite", "pypdf")
@@ -36,6 +40,7 @@ async def async_get_config_entry_diagnostics(
         "entry": {
             "title": entry.title,
             "data": async_redact_data(dict(entry.data), TO_REDACT),
+            "options": async_redact_data(dict(entry.options), TO_REDACT),
         },
         "agents": [
             {
@@ -59,11 +64,13 @@ async def async_get_config_entry_diagnostics(
 
 
 async def _storage_stats(hass: HomeAssistant) -> dict[str, Any]:
-    """Counts, sizes and schema versions of the storage files; never their contents."""
+    """Effective settings, counts, sizes and schema versions; never the files' contents."""
     shared = hass.data.get(DATA_STORAGE)
     if shared is None:
         return {"loaded": False}
     return {
+        # What all entries' options combine to (persistence.combine_settings).
+        "settings": shared.settings.as_diagnostics(),
         "threads": await shared.threads.stats() if shared.threads else "unavailable",
         "memory": await shared.memory.stats() if shared.memory else "unavailable",
     }

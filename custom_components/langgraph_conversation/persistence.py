@@ -7,13 +7,23 @@ the first entry that sets up, shared, and closed when the last entry unloads or 
 Assistant stops (aiosqlite's threads would otherwise hold up the shutdown).
 
 A file that cannot be opened does not stop the agents: they answer without it, and a
-repair issue says what is wrong. Nothing stored is ever deleted to recover.
+repair issue says what is wrong. Nothing stored is ever deleted to recover. A file that
+failed (or could not be opened) is tried again when an entry sets up, so "reload the
+integration" is the way back once the fault is fixed; memory.db's in-use issue also goes
+away by itself at its first write that works again.
+
+Settings (the "Configure" options of each model access entry) apply to the shared files,
+so differing values combine, always towards keeping more:
+- checkpoints kept per conversation: the largest value of the loaded entries;
+- conversations idle for N days are deleted: the largest N, and 0 (never) beats any N;
+- embedding model: that of the earliest added entry that sets one (Home Assistant's order).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 import logging
@@ -28,52 +38,186 @@ from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
 from homeassistant.util.hass_dict import HassKey
 
+from .agent.embeddings import LiteLLMEmbedder, embedding_access, warm_up_embeddings
+from .agent.model import ModelAccess
 from .const import (
     CHECKPOINTS_KEPT_PER_THREAD,
+    CONF_API_BASE,
+    CONF_API_KEY,
+    CONF_CHECKPOINTS_KEPT,
+    CONF_EMBEDDING_API_BASE,
+    CONF_EMBEDDING_API_KEY,
+    CONF_EMBEDDING_MODEL,
+    CONF_MODEL,
+    CONF_THREAD_IDLE_DAYS,
     DOMAIN,
+    EMBEDDING_BACKFILL_LIMIT,
+    EMBEDDING_TIMEOUT,
     MEMORY_FILE,
     THREAD_IDLE_DAYS,
     THREADS_FILE,
 )
 from .storage.checkpointer import SqliteCheckpointSaver
+from .storage.sqlite import SqliteDatabase
 from .storage.store import SqliteStore
 
 _LOGGER = logging.getLogger(__name__)
 
 MEMORY_ISSUE = "memory_unavailable"
+MEMORY_FAILED_ISSUE = "memory_failed"
 THREADS_ISSUE = "threads_unavailable"
-# How often threads idle for longer than THREAD_IDLE_DAYS are deleted.
-_EXPIRY_INTERVAL = timedelta(hours=6)
+RESTORED_ISSUE = "storage_restored"
+# How often idle threads are deleted and memories without a vector get one.
+_MAINTENANCE_INTERVAL = timedelta(hours=6)
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSettings:
+    """What one entry asks of the shared files (its options), or their combination."""
+
+    checkpoints_kept: int = CHECKPOINTS_KEPT_PER_THREAD
+    # Conversations unused for this many days are deleted; 0 keeps them forever.
+    thread_idle_days: int = THREAD_IDLE_DAYS
+    # How to reach the embedding model; None searches memories by their words only.
+    embedding: ModelAccess | None = None
+
+    @classmethod
+    def of_entry(cls, entry: ConfigEntry) -> StorageSettings:
+        """The settings in an entry's options (defaults where it has none)."""
+        options = entry.options
+        embedding = None
+        if model := (options.get(CONF_EMBEDDING_MODEL) or "").strip():
+            chat = ModelAccess(
+                entry.data[CONF_MODEL], entry.data.get(CONF_API_KEY), entry.data.get(CONF_API_BASE)
+            )
+            embedding = embedding_access(
+                model,
+                options.get(CONF_EMBEDDING_API_KEY),
+                options.get(CONF_EMBEDDING_API_BASE),
+                chat=chat,
+            )
+        return cls(
+            checkpoints_kept=int(options.get(CONF_CHECKPOINTS_KEPT, CHECKPOINTS_KEPT_PER_THREAD)),
+            thread_idle_days=int(options.get(CONF_THREAD_IDLE_DAYS, THREAD_IDLE_DAYS)),
+            embedding=embedding,
+        )
+
+    def as_diagnostics(self) -> dict[str, object]:
+        """The effective settings without any key or address."""
+        return {
+            "checkpoints_kept_per_conversation": self.checkpoints_kept,
+            "delete_conversations_idle_days": self.thread_idle_days or "never",
+            "embeddings": self.embedding is not None,
+            "embedding_model": self.embedding.model if self.embedding else None,
+        }
+
+
+def combine_settings(ordered: Sequence[StorageSettings]) -> StorageSettings:
+    """One setting for the shared files from every loaded entry's (in entry order).
+
+    The most conservative wins: the most checkpoints, the longest idle age (0, never,
+    beats every number); the embedding model is the first entry's that sets one.
+    """
+    if not ordered:
+        return StorageSettings()
+    idle_days = [settings.thread_idle_days for settings in ordered]
+    return StorageSettings(
+        checkpoints_kept=max(settings.checkpoints_kept for settings in ordered),
+        thread_idle_days=0 if 0 in idle_days else max(idle_days),
+        embedding=next((s.embedding for s in ordered if s.embedding is not None), None),
+    )
 
 
 @dataclass
 class SharedStorage:
-    """Open storage and the entries using it."""
+    """Open storage, the entries using it and their combined settings."""
 
     memory: SqliteStore | None = None
     threads: SqliteCheckpointSaver | None = None
-    entries: set[str] = field(default_factory=set)
-    _cancel_expiry: CALLBACK_TYPE | None = None
+    # Each entry's own settings; `settings` is their combination.
+    entries: dict[str, StorageSettings] = field(default_factory=dict)
+    settings: StorageSettings = field(default_factory=StorageSettings)
+    _cancel_maintenance: CALLBACK_TYPE | None = None
+    _cancel_stop_listener: CALLBACK_TYPE | None = None
+    _backfill: asyncio.Task[int] | None = None
+    _embedder: LiteLLMEmbedder | None = None
 
     async def async_expire_threads(self) -> int:
-        """Delete threads nobody used for THREAD_IDLE_DAYS; how many went."""
-        if self.threads is None:
+        """Delete threads nobody used for the idle days setting; how many went."""
+        days = self.settings.thread_idle_days
+        if self.threads is None or days <= 0:
             return 0
-        cutoff = dt_util.utcnow() - timedelta(days=THREAD_IDLE_DAYS)
+        cutoff = dt_util.utcnow() - timedelta(days=days)
         try:
             removed = await self.threads.adelete_threads_idle_since(cutoff)
         except sqlite3.Error as err:
             _LOGGER.warning("Could not delete idle conversations: %s", err)
             return 0
         if removed:
-            _LOGGER.info("Deleted %d conversations idle for %d days", removed, THREAD_IDLE_DAYS)
+            _LOGGER.info("Deleted %d conversations idle for %d days", removed, days)
         return removed
+
+    async def async_apply(self, hass: HomeAssistant) -> None:
+        """Combine the entries' settings and apply them to the open files."""
+        position = {
+            entry.entry_id: index
+            for index, entry in enumerate(hass.config_entries.async_entries(DOMAIN))
+        }
+        ordered = sorted(self.entries, key=lambda entry_id: position.get(entry_id, len(position)))
+        self.settings = combine_settings([self.entries[entry_id] for entry_id in ordered])
+        if self.threads is not None:
+            self.threads.keep_last = self.settings.checkpoints_kept
+        if self.memory is None:
+            return
+        wanted = self.settings.embedding
+        in_use = self._embedder.access if self._embedder and self.memory.embedding_model else None
+        if wanted == in_use:
+            return
+        self._embedder = (
+            LiteLLMEmbedder(wanted, timeout=EMBEDDING_TIMEOUT) if wanted is not None else None
+        )
+        if wanted is None:
+            self.memory.configure_embeddings(None)
+        else:
+            await hass.async_add_executor_job(warm_up_embeddings, wanted)
+            self.memory.configure_embeddings(self._embedder, wanted.model)
+            self.async_start_backfill(hass)
+
+    @callback
+    def async_start_backfill(self, hass: HomeAssistant) -> None:
+        """Give memories without a vector of the current model one, in the background."""
+        if self.memory is None or self.memory.embedding_model is None:
+            return
+        if self._backfill is not None and not self._backfill.done():
+            return
+        self._backfill = hass.async_create_background_task(
+            self._async_backfill(self.memory), f"{DOMAIN} memory vectors"
+        )
+
+    @staticmethod
+    async def _async_backfill(memory: SqliteStore) -> int:
+        try:
+            done = await memory.abackfill_vectors(EMBEDDING_BACKFILL_LIMIT)
+        except sqlite3.Error as err:
+            _LOGGER.warning("Could not add vectors to memories: %s", err)
+            return 0
+        if done:
+            _LOGGER.debug("Added vectors of %s to %d memories", memory.embedding_model, done)
+        return done
 
     async def async_close(self) -> None:
         """Close every file (idempotent)."""
-        if self._cancel_expiry is not None:
-            self._cancel_expiry()
-            self._cancel_expiry = None
+        if self._cancel_maintenance is not None:
+            self._cancel_maintenance()
+            self._cancel_maintenance = None
+        if self._cancel_stop_listener is not None:
+            self._cancel_stop_listener()
+            self._cancel_stop_listener = None
+        backfill, self._backfill = self._backfill, None
+        if backfill is not None and not backfill.done():
+            backfill.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await backfill
         memory, self.memory = self.memory, None
         threads, self.threads = self.threads, None
         if memory is not None:
@@ -86,6 +230,19 @@ DATA_STORAGE: HassKey[SharedStorage] = HassKey(f"{DOMAIN}_storage")
 DATA_STORAGE_LOCK: HassKey[asyncio.Lock] = HassKey(f"{DOMAIN}_storage_lock")
 
 
+@callback
+def _report(hass: HomeAssistant, issue: str, path: Path, error: BaseException | None) -> None:
+    ir.async_create_issue(
+        hass,
+        DOMAIN,
+        issue,
+        is_fixable=False,
+        severity=ir.IssueSeverity.WARNING if issue == RESTORED_ISSUE else ir.IssueSeverity.ERROR,
+        translation_key=issue,
+        translation_placeholders={"path": str(path), "error": str(error or "")},
+    )
+
+
 async def _async_open[T](
     hass: HomeAssistant, file_name: str, issue: str, opener: Callable[[Path], Awaitable[T]]
 ) -> T | None:
@@ -95,68 +252,105 @@ async def _async_open[T](
         opened = await opener(path)
     except (OSError, sqlite3.Error) as err:
         _LOGGER.error("%s is unavailable, continuing without it: %s", path, err)
-        ir.async_create_issue(
-            hass,
-            DOMAIN,
-            issue,
-            is_fixable=False,
-            severity=ir.IssueSeverity.ERROR,
-            translation_key=issue,
-            translation_placeholders={"path": str(path), "error": str(err)},
-        )
+        _report(hass, issue, path, err)
         return None
     ir.async_delete_issue(hass, DOMAIN, issue)
     return opened
 
 
-async def _async_open_all(hass: HomeAssistant) -> SharedStorage:
-    shared = SharedStorage(
-        memory=await _async_open(hass, MEMORY_FILE, MEMORY_ISSUE, SqliteStore.open),
-        threads=await _async_open(
+async def _async_reopen(hass: HomeAssistant, database: SqliteDatabase, issue: str) -> bool:
+    """Reconnect a file closed after damage; whether it works now."""
+    try:
+        await database.reopen()
+    except (OSError, sqlite3.Error) as err:
+        _LOGGER.error("%s is still unavailable: %s", database.path, err)
+        _report(hass, issue, database.path, err)
+        return False
+    _LOGGER.info("%s works again", database.path)
+    ir.async_delete_issue(hass, DOMAIN, issue)
+    return True
+
+
+@callback
+def _watch(hass: HomeAssistant, database: SqliteDatabase, failed_issue: str | None) -> None:
+    """Repair issues for faults of a file in use (see storage/sqlite.py)."""
+    database.on_restore = lambda: _report(hass, RESTORED_ISSUE, database.path, None)
+    if failed_issue is not None:
+        database.on_failure = lambda error: _report(hass, failed_issue, database.path, error)
+        database.on_recovery = lambda: ir.async_delete_issue(hass, DOMAIN, failed_issue)
+
+
+async def _async_open_missing(hass: HomeAssistant, shared: SharedStorage) -> None:
+    """Open the files that are not open, and reopen those closed after damage."""
+    if shared.memory is None:
+        shared.memory = await _async_open(hass, MEMORY_FILE, MEMORY_ISSUE, SqliteStore.open)
+        if shared.memory is not None:
+            _watch(hass, shared.memory.database, MEMORY_FAILED_ISSUE)
+            ir.async_delete_issue(hass, DOMAIN, MEMORY_FAILED_ISSUE)
+    elif _needs_reopening(shared.memory.database) and await _async_reopen(
+        hass, shared.memory.database, MEMORY_ISSUE
+    ):
+        ir.async_delete_issue(hass, DOMAIN, MEMORY_FAILED_ISSUE)
+    if shared.threads is None:
+        shared.threads = await _async_open(
             hass,
             THREADS_FILE,
             THREADS_ISSUE,
-            lambda path: SqliteCheckpointSaver.open(path, keep_last=CHECKPOINTS_KEPT_PER_THREAD),
-        ),
-    )
+            lambda path: SqliteCheckpointSaver.open(
+                path, keep_last=shared.settings.checkpoints_kept
+            ),
+        )
+        if shared.threads is not None:
+            _watch(hass, shared.threads.database, None)
+    elif _needs_reopening(shared.threads.database):
+        await _async_reopen(hass, shared.threads.database, THREADS_ISSUE)
+
+
+def _needs_reopening(database: SqliteDatabase) -> bool:
+    """Damaged, or failing: a fresh connection may see the repaired file (a connection that
+    SQLite opened read-only stays read-only when the file becomes writable again)."""
+    return database.broken is not None or database.failing
+
+
+async def _async_maintain(hass: HomeAssistant, shared: SharedStorage) -> None:
     await shared.async_expire_threads()
-
-    async def expire(now: datetime) -> None:
-        await shared.async_expire_threads()
-
-    shared._cancel_expiry = async_track_time_interval(
-        hass, expire, _EXPIRY_INTERVAL, cancel_on_shutdown=True
-    )
-    return shared
+    shared.async_start_backfill(hass)
 
 
 @callback
 def report_threads_failure(hass: HomeAssistant, error: Exception) -> None:
     """The conversations file failed while in use: say so; a reload tries it again."""
-    path = Path(hass.config.path(DOMAIN, THREADS_FILE))
-    ir.async_create_issue(
-        hass,
-        DOMAIN,
-        THREADS_ISSUE,
-        is_fixable=False,
-        severity=ir.IssueSeverity.ERROR,
-        translation_key=THREADS_ISSUE,
-        translation_placeholders={"path": str(path), "error": str(error)},
-    )
+    _report(hass, THREADS_ISSUE, Path(hass.config.path(DOMAIN, THREADS_FILE)), error)
 
 
 async def async_acquire_storage(hass: HomeAssistant, entry: ConfigEntry) -> SharedStorage:
     """The shared storage, opened on first use; `entry` holds it until released."""
     async with hass.data.setdefault(DATA_STORAGE_LOCK, asyncio.Lock()):
         shared = hass.data.get(DATA_STORAGE)
+        first = shared is None
         if shared is None:
-            shared = hass.data[DATA_STORAGE] = await _async_open_all(hass)
+            shared = hass.data[DATA_STORAGE] = SharedStorage()
 
             async def close_at_stop(event: Event) -> None:
+                shared._cancel_stop_listener = None  # a fired one-time listener is gone
                 await shared.async_close()
 
-            hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, close_at_stop)
-        shared.entries.add(entry.entry_id)
+            shared._cancel_stop_listener = hass.bus.async_listen_once(
+                EVENT_HOMEASSISTANT_STOP, close_at_stop
+            )
+
+            async def maintain(now: datetime) -> None:
+                await _async_maintain(hass, shared)
+
+            shared._cancel_maintenance = async_track_time_interval(
+                hass, maintain, _MAINTENANCE_INTERVAL, cancel_on_shutdown=True
+            )
+        shared.entries[entry.entry_id] = StorageSettings.of_entry(entry)
+        await shared.async_apply(hass)
+        await _async_open_missing(hass, shared)
+        await shared.async_apply(hass)
+        if first:
+            await _async_maintain(hass, shared)
         return shared
 
 
@@ -166,7 +360,9 @@ async def async_release_storage(hass: HomeAssistant, entry: ConfigEntry) -> None
         shared = hass.data.get(DATA_STORAGE)
         if shared is None:
             return
-        shared.entries.discard(entry.entry_id)
+        shared.entries.pop(entry.entry_id, None)
         if not shared.entries:
             hass.data.pop(DATA_STORAGE)
             await shared.async_close()
+        else:
+            await shared.async_apply(hass)

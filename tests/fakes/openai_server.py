@@ -1,4 +1,4 @@
-"""A fake OpenAI-compatible server: POST /v1/chat/completions and GET /v1/models.
+"""A fake OpenAI-compatible server: POST /v1/chat/completions, GET /v1/models, embeddings.
 
 What LiteLLM's `openai/<name>` provider (the OpenAI SDK underneath) talks to, with
 `api_base=server.api_base`. Streams are server-sent events, `data: {chunk}` blocks
@@ -7,13 +7,17 @@ ending with `data: [DONE]`, shaped like OpenAI's own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import base64
+from collections.abc import Callable, Iterator, Mapping
+import hashlib
 import itertools
 import json
+import re
 import time
 from typing import Any, Final
 
 from aiohttp import web
+import numpy as np
 
 from .script import ErrorReply, Reply, StreamFault, pieces
 from .server import DISCONNECT, Disconnect, FakeModelServer, Frames, Handler
@@ -32,6 +36,23 @@ _ERROR_TYPES: Final = {
     429: "requests",
 }
 _FINGERPRINT: Final = "fp_fake"
+EMBEDDING_DIMS: Final = 32
+_WORD = re.compile(r"[^\W_]+")
+
+
+def word_vector(text: str, concepts: Mapping[str, str] | None = None) -> list[float]:
+    """A bag of words hashed into EMBEDDING_DIMS dimensions: texts sharing words are close.
+
+    `concepts` maps words to a concept word (e.g. "bicycle" -> "bike"): a test gives the
+    fake model a little meaning that way, so texts about one concept become close without
+    sharing a word.
+    """
+    vector = [0.0] * EMBEDDING_DIMS
+    for word in _WORD.findall(text.lower()):
+        concept = (concepts or {}).get(word, word)
+        slot = int.from_bytes(hashlib.sha256(concept.encode()).digest()[:4], "big")
+        vector[slot % EMBEDDING_DIMS] += 1.0
+    return vector
 
 
 def _sse(data: Mapping[str, Any]) -> bytes:
@@ -56,6 +77,12 @@ class FakeOpenAIServer(FakeModelServer):
         # Ids are unique for the server's lifetime, as a client may key state on them.
         self._completion_ids = itertools.count(1)
         self._call_ids = itertools.count(1)
+        # Embeddings: the vector of one text (tests may replace it), every request body
+        # with the Authorization header it came with, and an error to answer while set.
+        self.embed_text: Callable[[str], list[float]] = word_vector
+        self.embedding_requests: list[dict[str, Any]] = []
+        self.embedding_authorizations: list[str | None] = []
+        self.embedding_error: ErrorReply | None = None
 
     @property
     def api_base(self) -> str:
@@ -66,6 +93,7 @@ class FakeOpenAIServer(FakeModelServer):
         return [
             ("POST", "/v1/chat/completions", self._handle_chat),
             ("GET", "/v1/models", self._list_models),
+            ("POST", "/v1/embeddings", self._handle_embeddings),
         ]
 
     async def _list_models(self, request: web.Request) -> web.Response:
@@ -76,6 +104,40 @@ class FakeOpenAIServer(FakeModelServer):
             for name in sorted(self.models or ())
         ]
         return web.json_response({"object": "list", "data": data})
+
+    async def _handle_embeddings(self, request: web.Request) -> web.Response:
+        """OpenAI's embeddings: float lists, or base64 little-endian float32 when asked."""
+        body = await self._read_json(request)
+        if body is None:
+            return self._error_response(ErrorReply(status=400, message="body is not JSON"))
+        self.embedding_requests.append(body)
+        self.embedding_authorizations.append(request.headers.get("Authorization"))
+        refusal = (
+            self._auth_refusal(request)
+            or self._model_refusal(str(body.get("model", "")))
+            or self.embedding_error
+        )
+        if refusal is not None:
+            return self._error_response(refusal)
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else list(texts or [])
+        if not all(isinstance(text, str) for text in texts):
+            return self._error_response(ErrorReply(status=400, message="input must be text"))
+        data = []
+        for index, text in enumerate(texts):
+            vector: list[float] | str = self.embed_text(text)
+            if body.get("encoding_format") == "base64":
+                vector = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+            data.append({"object": "embedding", "index": index, "embedding": vector})
+        tokens = sum(len(text.split()) for text in texts)
+        return web.json_response(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     # -- protocol hooks --------------------------------------------------------------
 

@@ -456,15 +456,21 @@ async def test_delete_removes_vector_and_search_rows(
     assert (stats["items"], stats["vectors"]) == (1, 1)
 
 
-async def test_embedding_of_the_wrong_size_is_refused(db_path: Path) -> None:
-    """Vectors must have the configured number of dimensions."""
+async def test_embedding_of_the_wrong_size_is_not_stored_and_words_still_work(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A vector of the wrong size is an embedding failure: the memory is kept without it."""
     store = await SqliteStore.open(db_path, embed=fake_embed, dims=DIMS + 1)
     try:
-        with pytest.raises(ValueError, match="dimensions"):
-            await store.aput(MEMORIES, "tea", {"text": "Anna likes green tea"})
-        assert await store.aget(MEMORIES, "tea") is None
+        await store.aput(MEMORIES, "tea", {"text": "Anna likes green tea"})
+        await store.aput(MEMORIES, "car", {"text": "The car is red"})
+        assert [item.key for item in await store.asearch(MEMORIES, query="tea")] == ["tea"]
+        assert (await store.stats())["vectors"] == 0
     finally:
         await store.aclose()
+    failures = [r for r in caplog.records if "searching memories by their words" in r.message]
+    assert len(failures) == 1
+    assert "dimensions" in failures[0].message
 
 
 async def test_value_size_limit(db_path: Path) -> None:
@@ -568,7 +574,101 @@ async def test_stats(semantic_store: SqliteStore) -> None:
         "items": 2,
         "expired_items": 0,
         "vectors": 2,
+        "vectors_of_current_model": 2,
         "file_size_bytes": stats["file_size_bytes"],
     }
     assert stats["file_size_bytes"] > 0
     assert "tea" not in repr(stats)
+
+
+async def _literal_embed(texts: list[str]) -> list[list[float]]:
+    """Another "model": word hashes without concepts, so "automobile" is not near "car"."""
+    vectors = []
+    for text in texts:
+        vector = [0.0] * DIMS
+        for word in re.findall(r"\w+", text.lower()):
+            vector[zlib.crc32(word.encode()) % DIMS] += 1.0
+        vectors.append(vector)
+    return vectors
+
+
+async def test_vectors_of_another_model_are_never_compared(db_path: Path) -> None:
+    """After a model change, old vectors are ignored until the backfill replaces them."""
+    store = await SqliteStore.open(db_path, embed=fake_embed, embedding_model="concepts")
+    try:
+        await put_texts(store, FILLER | {"car": "The red car is parked in the garage"})
+        assert [i.key for i in await store.asearch(MEMORIES, query="automobile", limit=1)] == [
+            "car"
+        ]
+        store.configure_embeddings(_literal_embed, "literal")
+        stats = await store.stats()
+        assert (stats["vectors"], stats["vectors_of_current_model"]) == (7, 0)
+        # The concept vectors would find the car; the new model's query vector must not
+        # be compared with them.
+        assert await store.asearch(MEMORIES, query="automobile") == []
+        assert await store.abackfill_vectors(5, batch_size=2) == 5
+        assert (await store.stats())["vectors_of_current_model"] == 5
+        assert await store.abackfill_vectors(100) == 2
+        assert await store.abackfill_vectors(100) == 0
+        stats = await store.stats()
+        assert (stats["vectors"], stats["vectors_of_current_model"]) == (7, 7)
+        assert "car" not in {i.key for i in await store.asearch(MEMORIES, query="automobile")}
+        # Back to the first model: its vectors were replaced, so the backfill runs again.
+        store.configure_embeddings(fake_embed, "concepts")
+        assert await store.abackfill_vectors(100) == 7
+        assert [i.key for i in await store.asearch(MEMORIES, query="automobile", limit=1)] == [
+            "car"
+        ]
+    finally:
+        await store.aclose()
+
+
+async def test_an_update_without_a_vector_drops_the_stale_one(db_path: Path) -> None:
+    """A memory rewritten while embedding fails keeps no vector of its old text."""
+    healthy = True
+
+    async def flaky_embed(texts: list[str]) -> list[list[float]]:
+        if not healthy:
+            raise ConnectionError("embedding server unreachable")
+        return await fake_embed(texts)
+
+    store = await SqliteStore.open(db_path, embed=flaky_embed)
+    try:
+        await store.aput(MEMORIES, "pet", {"text": "The kitten is called Mia"})
+        assert (await store.stats())["vectors"] == 1
+        healthy = False
+        await store.aput(MEMORIES, "pet", {"text": "The car is called Herbie"})
+        assert (await store.stats())["vectors"] == 0
+        # Words still find it; meaning does not find the old text.
+        assert [i.key for i in await store.asearch(MEMORIES, query="Herbie")] == ["pet"]
+        assert await store.asearch(MEMORIES, query="cat") == []
+        assert await store.abackfill_vectors(10) == 0
+        healthy = True
+        assert await store.abackfill_vectors(10) == 1
+        assert [i.key for i in await store.asearch(MEMORIES, query="automobile")] == ["pet"]
+    finally:
+        await store.aclose()
+
+
+async def test_version_1_files_are_migrated_and_their_vectors_backfilled(db_path: Path) -> None:
+    """Vectors written before models were recorded count as another model's."""
+    store = await SqliteStore.open(db_path, embed=fake_embed)
+    await put_texts(store, {"car": "The red car is parked in the garage"})
+    await store.aclose()
+
+    def downgrade() -> None:
+        with closing(sqlite3.connect(db_path)) as conn:
+            conn.execute("ALTER TABLE item_vectors DROP COLUMN model")
+            conn.execute("PRAGMA user_version = 1")
+            conn.commit()
+
+    await asyncio.to_thread(downgrade)
+    store = await SqliteStore.open(db_path, embed=fake_embed)
+    try:
+        stats = await store.stats()
+        assert stats["schema_version"] == 2
+        assert (stats["vectors"], stats["vectors_of_current_model"]) == (1, 0)
+        assert await store.abackfill_vectors(10) == 1
+        assert [i.key for i in await store.asearch(MEMORIES, query="automobile")] == ["car"]
+    finally:
+        await store.aclose()

@@ -11,8 +11,11 @@ read as something a person once said, never obeyed.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+import functools
 import json
+import logging
 from typing import Any
 import uuid
 
@@ -21,6 +24,7 @@ from langgraph.store.base import BaseStore
 
 from .tool_calls import ToolFailure
 
+_LOGGER = logging.getLogger(__name__)
 MEMORY_ROOT = "memories"
 HOUSEHOLD = "household"
 # Longest memory the model may store, in characters (a memory is a fact, not a document).
@@ -85,9 +89,38 @@ MEMORY_INSTRUCTIONS = (
 )
 
 
+def _storage_failures_explained[**P](
+    tool: Callable[P, Awaitable[dict[str, Any]]],
+) -> Callable[P, Awaitable[dict[str, Any]]]:
+    """A failing memory file becomes a plain statement the model can pass on.
+
+    The store's own errors ("database is locked") mean nothing to a user; the model is
+    told what did not happen, so it does not claim to remember something it could not save.
+    """
+
+    @functools.wraps(tool)
+    async def explained(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+        try:
+            return await tool(*args, **kwargs)
+        except ToolFailure:
+            raise
+        except Exception as err:
+            _LOGGER.warning("Memory tool %s failed: %s", tool.__name__, err)
+            raise ToolFailure(
+                {
+                    "error": "memory_unavailable",
+                    "error_text": "The memory file is not working right now, so this did not "
+                    f"happen ({err}). Tell the user; what was saved earlier is kept.",
+                }
+            ) from err
+
+    return explained
+
+
 def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
     """remember / recall / forget tools bound to one turn's scope."""
 
+    @_storage_failures_explained
     async def remember_fact(fact: str, memory_id: str | None = None) -> dict[str, Any]:
         text = " ".join(fact.split())
         if not text:
@@ -106,9 +139,11 @@ def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
         await store.aput(scope.writes, key, {"text": text})
         return {"saved": key, "text": text}
 
+    @_storage_failures_explained
     async def recall_facts(query: str) -> dict[str, Any]:
         return {"memories": await recall(store, scope, query, limit=10)}
 
+    @_storage_failures_explained
     async def forget_fact(memory_id: str) -> dict[str, Any]:
         for namespace in scope.reads:
             if await store.aget(namespace, memory_id) is not None:

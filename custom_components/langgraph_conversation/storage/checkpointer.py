@@ -164,7 +164,8 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         # graph: all state lives in the shared database object, so every clone sees the
         # same connection, lock and closed flag.
         self._database = database
-        self._keep_last = keep_last
+        # A list, so that the clones share it and a changed retention reaches them all.
+        self._retention = [keep_last]
 
     @classmethod
     async def open(
@@ -179,6 +180,23 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
             raise ValueError("keep_last must be at least 1")
         database = await SqliteDatabase.open(path, MIGRATIONS)
         return cls(database, serde=serde, keep_last=keep_last)
+
+    @property
+    def database(self) -> SqliteDatabase:
+        """The file underneath (its health, for whoever reports storage problems)."""
+        return self._database
+
+    @property
+    def keep_last(self) -> int | None:
+        """Checkpoints kept per thread and namespace (None keeps all)."""
+        return self._retention[0]
+
+    @keep_last.setter
+    def keep_last(self, value: int | None) -> None:
+        """Applies to every clone, from each thread's next checkpoint on."""
+        if value is not None and value < 1:
+            raise ValueError("keep_last must be at least 1")
+        self._retention[0] = value
 
     async def aclose(self) -> None:
         """Close the file and its connection thread. Safe to call more than once."""
@@ -360,8 +378,8 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 checkpoint_row,
             )
-            if self._keep_last is not None:
-                await _keep_newest(connection, thread_id, checkpoint_ns, self._keep_last)
+            if (keep_last := self._retention[0]) is not None:
+                await _keep_newest(connection, thread_id, checkpoint_ns, keep_last)
         return _config(thread_id, checkpoint_ns, checkpoint_id)
 
     async def aput_writes(

@@ -5,14 +5,14 @@ wheels (Home Assistant OS and Container cannot install it). This store needs onl
 that CPython bundles: FTS5 for full-text search with BM25 ranking and, when an embedding
 function is given, float32 vectors ranked with numpy. No SQLite extension is ever loaded.
 
-Schema (version 1, kept in `PRAGMA user_version`; see `_MIGRATIONS`):
+Schema (version 2, kept in `PRAGMA user_version`; see `_MIGRATIONS`):
 
     items         id INTEGER PRIMARY KEY, namespace TEXT, key TEXT, value TEXT (JSON,
                   sorted keys), created_at / updated_at / last_used_at REAL (Unix seconds),
                   ttl_minutes REAL, expires_at REAL; UNIQUE (namespace, key)
     item_search   FTS5 (text), rowid = items.id: the item's indexed text
     item_vectors  item_id INTEGER PRIMARY KEY (= items.id), embedding BLOB (L2-normalised
-                  float32)
+                  float32), model TEXT (the embedding model that made it; version 2)
     items_delete  trigger: deleting an item deletes its search row and its vector
 
 A namespace is stored as its labels joined by "."; `BaseStore` forbids "." in labels, so the
@@ -27,6 +27,12 @@ left out, see _MAX_SCORED_ROWS):
         maximum is taken over the candidates of this search, so both parts lie in [0, 1].
 Without a query, items come newest first with score None.
 
+Vectors are tagged with the embedding model that made them, and a search compares only
+vectors of the current model: vectors of two models never meet, even of the same size. An
+item without a vector of the current model still ranks by its words; `abackfill_vectors`
+gives it one. When the embedding function fails, the operation goes on with full text only
+(one warning per run of failures): a memory is never lost to an embedding error.
+
 The store is async-only; `SqliteDatabase` (storage/sqlite.py) owns the connection, the
 pragmas (WAL, busy_timeout), schema versions and the transactions, one at a time.
 """
@@ -34,6 +40,7 @@ pragmas (WAL, busy_timeout), schema versions and the transactions, one at a time
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -63,7 +70,7 @@ from langgraph.store.base import (
 )
 import numpy as np
 
-from .sqlite import SqliteDatabase
+from .sqlite import SqliteDatabase, is_file_fault
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -84,6 +91,11 @@ _MAX_QUERY_TERMS = 32
 # least in BM25 (lowest idf); a word in over half the items has idf <= 0, which FTS5 clamps to
 # 1e-6, so dropping it changes nothing. This keeps search fast in large stores.
 _MAX_SCORED_ROWS = 5000
+# Query vectors remembered, so the same words are embedded once per turn.
+_QUERY_VECTORS_KEPT = 32
+# After a read could not mark items as used (the file refused writes), reads skip that
+# for this many seconds.
+_READS_UNTOUCHED_SECONDS = 60
 
 _SCHEMA_V1 = (
     """CREATE TABLE items (
@@ -119,7 +131,12 @@ async def _create_schema_v1(conn: aiosqlite.Connection) -> None:
 
 
 # Migration N brings the schema from version N to N + 1; append, never edit.
-_MIGRATIONS = (_create_schema_v1,)
+async def _tag_vectors_with_model(conn: aiosqlite.Connection) -> None:
+    """Version 2: each vector says which model made it (earlier ones: unknown, "")."""
+    await conn.execute("ALTER TABLE item_vectors ADD COLUMN model TEXT NOT NULL DEFAULT ''")
+
+
+_MIGRATIONS = (_create_schema_v1, _tag_vectors_with_model)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 # Every query below names the items table `i`.
@@ -177,15 +194,23 @@ class SqliteStore(BaseStore):
         *,
         embed: EmbedFunc | None,
         dims: int | None,
+        embedding_model: str,
         max_value_bytes: int,
         max_items_per_namespace: int,
     ) -> None:
         """Wrap an open, migrated database (use `open`)."""
         self._database = database
-        self._embed = embed
-        self._dims = dims
         self._max_value_bytes = max_value_bytes
         self._max_items_per_namespace = max_items_per_namespace
+        self._embed: EmbedFunc | None = None
+        self._dims: int | None = None
+        self._embedding_model = ""
+        self._embedding_failed = False
+        self._reads_untouched_until = 0.0
+        # Recent query vectors: one turn searches a person's and the household's memories
+        # with the same words, and should ask the embedding model once.
+        self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.configure_embeddings(embed, embedding_model, dims=dims)
 
     @classmethod
     async def open(
@@ -194,21 +219,52 @@ class SqliteStore(BaseStore):
         *,
         embed: EmbedFunc | None = None,
         dims: int | None = None,
+        embedding_model: str = "default",
         max_value_bytes: int = 4096,
         max_items_per_namespace: int = 1000,
     ) -> SqliteStore:
-        """Open (creating and migrating if needed) the store file at `path`."""
-        if dims is not None and embed is None:
-            raise ValueError("dims only applies with an embed function")
+        """Open (creating and migrating if needed) the store file at `path`.
+
+        `embedding_model` names the model behind `embed`; it tags the vectors.
+        """
         await asyncio.to_thread(_require_fts5)
         database = await SqliteDatabase.open(path, _MIGRATIONS)
         return cls(
             database,
             embed=embed,
             dims=dims,
+            embedding_model=embedding_model,
             max_value_bytes=max_value_bytes,
             max_items_per_namespace=max_items_per_namespace,
         )
+
+    @property
+    def database(self) -> SqliteDatabase:
+        """The file underneath (its health, for whoever reports storage problems)."""
+        return self._database
+
+    @property
+    def embedding_model(self) -> str | None:
+        """The model whose vectors searches use; None when searching full text only."""
+        return self._embedding_model if self._embed is not None else None
+
+    def configure_embeddings(
+        self, embed: EmbedFunc | None, model: str = "default", *, dims: int | None = None
+    ) -> None:
+        """Use `embed` (named `model`) from now on, or full text only with None.
+
+        Vectors of another model stay in the file, unused, until items get one of the
+        current model (on write, or by `abackfill_vectors`), so switching back is cheap.
+        """
+        if dims is not None and embed is None:
+            raise ValueError("dims only applies with an embed function")
+        if embed is not None and not model:
+            raise ValueError("an embed function needs the name of its model")
+        self._embed = embed
+        self._dims = dims
+        self._embedding_model = model if embed is not None else ""
+        self._embedding_failed = False
+        self._query_vectors.clear()
 
     async def aclose(self) -> None:
         """Close the connection and end its thread; later calls do nothing."""
@@ -228,14 +284,28 @@ class SqliteStore(BaseStore):
         ops = list(ops)
         plans = self._plan_puts(ops)
         # Embeddings may take a network round trip: compute them before taking the lock.
+        model = self._embedding_model
         vectors = await self._embed_ops(ops, plans)
-        async with self._database.write() as conn:
-            now = time.time()
-            results = [
-                await self._run(conn, op, plans.get(index), vectors.get(index), now)
-                for index, op in enumerate(ops)
-            ]
-            evicted = await self._evict(conn, {plan.namespace for plan in plans.values()})
+        reads_only = not any(isinstance(op, PutOp) for op in ops)
+        if reads_only and time.monotonic() < self._reads_untouched_until:
+            return await self._read_without_touching(ops, vectors, model)
+        try:
+            async with self._database.write() as conn:
+                now = time.time()
+                results = [
+                    await self._run(conn, op, plans.get(index), vectors.get(index), model, now)
+                    for index, op in enumerate(ops)
+                ]
+                evicted = await self._evict(conn, {plan.namespace for plan in plans.values()})
+        except sqlite3.Error as err:
+            if not reads_only or not is_file_fault(err):
+                raise
+            # The file cannot be written (locked by another program, disk full, read-only):
+            # reading still works, so memories are still found, just not marked as used.
+            # For a while, reads do not even try to write (a lock costs busy_timeout).
+            _LOGGER.warning("Memories are read without marking them as used: %s", err)
+            self._reads_untouched_until = time.monotonic() + _READS_UNTOUCHED_SECONDS
+            return await self._read_without_touching(ops, vectors, model)
         if evicted:
             _LOGGER.info(
                 "Evicted %d least recently used memories to keep at most %d per namespace: %s",
@@ -244,6 +314,16 @@ class SqliteStore(BaseStore):
                 ", ".join(f"{namespace} ({count})" for namespace, count in evicted.items()),
             )
         return results
+
+    async def _read_without_touching(
+        self, ops: list[Op], vectors: dict[int, np.ndarray], model: str
+    ) -> list[Result]:
+        async with self._database.read() as conn:
+            now = time.time()
+            return [
+                await self._run(conn, op, None, vectors.get(index), model, now, touch=False)
+                for index, op in enumerate(ops)
+            ]
 
     async def asweep_expired(self) -> int:
         """Delete expired items (with their search rows and vectors); return how many."""
@@ -256,7 +336,7 @@ class SqliteStore(BaseStore):
         ):
             return cursor.rowcount
 
-    async def stats(self) -> dict[str, int]:
+    async def stats(self) -> dict[str, Any]:
         """Counts and sizes for diagnostics; never any contents."""
         async with self._database.read() as conn:
             namespaces, items, expired = await _fetch_row(
@@ -265,7 +345,11 @@ class SqliteStore(BaseStore):
                 " COUNT(*) FILTER (WHERE expires_at <= ?) FROM items",
                 (time.time(),),
             )
-            (vectors,) = await _fetch_row(conn, "SELECT COUNT(*) FROM item_vectors")
+            vectors, current_vectors = await _fetch_row(
+                conn,
+                "SELECT COUNT(*), COUNT(*) FILTER (WHERE model = ?) FROM item_vectors",
+                (self._embedding_model,),
+            )
             (page_count,) = await _fetch_row(conn, "PRAGMA page_count")
             (page_size,) = await _fetch_row(conn, "PRAGMA page_size")
         return {
@@ -274,6 +358,7 @@ class SqliteStore(BaseStore):
             "items": items,
             "expired_items": expired,
             "vectors": vectors,
+            "vectors_of_current_model": current_vectors if self._embed is not None else 0,
             "file_size_bytes": page_count * page_size,
         }
 
@@ -299,24 +384,95 @@ class SqliteStore(BaseStore):
         return _PutPlan(_encode_namespace(op.namespace), value_json, _index_text(value, op.index))
 
     async def _embed_ops(self, ops: list[Op], plans: dict[int, _PutPlan]) -> dict[int, np.ndarray]:
-        """Unit vectors, by operation index, for indexed puts and searches with a query."""
+        """Unit vectors, by operation index, for indexed puts and searches with a query.
+
+        Empty when the embedding function fails: the operations then go on with full
+        text only, and the items written get their vectors from the backfill later.
+        """
         if self._embed is None:
             return {}
         texts = {index: plan.text for index, plan in plans.items() if plan.text}
+        vectors: dict[int, np.ndarray] = {}
         for index, op in enumerate(ops):
             if isinstance(op, SearchOp) and op.query and op.query.strip():
-                texts[index] = op.query
+                if (cached := self._query_vectors.get(op.query)) is not None:
+                    vectors[index] = cached
+                else:
+                    texts[index] = op.query
         if not texts:
+            return vectors
+        embedded = await self._embed_texts(list(texts.values()))
+        if embedded is None:
             return {}
-        embeddings = await self._embed(list(texts.values()))
-        if len(embeddings) != len(texts):
-            raise ValueError(
-                f"The embedding function returned {len(embeddings)} vectors for {len(texts)} texts"
-            )
-        return {
-            index: self._unit_vector(embedding)
-            for index, embedding in zip(texts, embeddings, strict=True)
-        }
+        for index, vector in zip(texts, embedded, strict=True):
+            vectors[index] = vector
+            op = ops[index]
+            if isinstance(op, SearchOp) and op.query:
+                self._query_vectors[op.query] = vector
+                while len(self._query_vectors) > _QUERY_VECTORS_KEPT:
+                    self._query_vectors.popitem(last=False)
+        return vectors
+
+    async def _embed_texts(self, texts: list[str]) -> list[np.ndarray] | None:
+        """Unit vectors of `texts`, or None (logged once per run of failures) on failure."""
+        assert self._embed is not None
+        try:
+            embeddings = await self._embed(texts)
+            if len(embeddings) != len(texts):
+                raise ValueError(
+                    f"The embedding function returned {len(embeddings)} vectors "
+                    f"for {len(texts)} texts"
+                )
+            vectors = [self._unit_vector(embedding) for embedding in embeddings]
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001  any failure means: full text only
+            if not self._embedding_failed:
+                self._embedding_failed = True
+                _LOGGER.warning(
+                    "Embedding model %s failed, searching memories by their words only: %s",
+                    self._embedding_model,
+                    err,
+                )
+            return None
+        if self._embedding_failed:
+            self._embedding_failed = False
+            _LOGGER.info("Embedding model %s works again", self._embedding_model)
+        return vectors
+
+    async def abackfill_vectors(self, limit: int, *, batch_size: int = 32) -> int:
+        """Embed up to `limit` items that lack a vector of the current model; how many got one.
+
+        Stops early when the embedding function fails (the next run tries again).
+        """
+        if self._embed is None:
+            return 0
+        model = self._embedding_model
+        done = 0
+        while done < limit:
+            async with self._database.read() as conn:
+                rows = await conn.execute_fetchall(
+                    "SELECT s.rowid, s.text FROM item_search AS s"
+                    " LEFT JOIN item_vectors AS v ON v.item_id = s.rowid AND v.model = ?"
+                    " WHERE v.item_id IS NULL ORDER BY s.rowid LIMIT ?",
+                    (model, min(batch_size, limit - done)),
+                )
+            if not rows:
+                break
+            vectors = await self._embed_texts([text for _, text in rows])
+            if vectors is None or model != self._embedding_model:
+                break
+            async with self._database.write() as conn:
+                for (item_id, text), vector in zip(rows, vectors, strict=True):
+                    # Only if the item still has the text that was embedded.
+                    await conn.execute(
+                        "INSERT OR REPLACE INTO item_vectors (item_id, embedding, model)"
+                        " SELECT ?, ?, ? WHERE EXISTS"
+                        " (SELECT 1 FROM item_search WHERE rowid = ? AND text = ?)",
+                        (item_id, vector.tobytes(), model, item_id, text),
+                    )
+            done += len(rows)
+        return done
 
     def _unit_vector(self, embedding: list[float]) -> np.ndarray:
         vector = np.asarray(embedding, dtype=np.float32)
@@ -336,13 +492,16 @@ class SqliteStore(BaseStore):
         op: Op,
         plan: _PutPlan | None,
         vector: np.ndarray | None,
+        model: str,
         now: float,
+        *,
+        touch: bool = True,
     ) -> Result:
         match op:
             case GetOp():
-                return await _get(conn, op, now)
+                return await _get(conn, op, now, touch=touch)
             case SearchOp():
-                return await _search(conn, op, vector, now)
+                return await _search(conn, op, vector, model, now, touch=touch)
             case ListNamespacesOp():
                 return await _list_namespaces(conn, op, now)
             case PutOp() if plan is None:
@@ -351,7 +510,7 @@ class SqliteStore(BaseStore):
                     (_encode_namespace(op.namespace), op.key),
                 )
             case PutOp() if plan is not None:
-                await _put(conn, op, plan, vector, now)
+                await _put(conn, op, plan, vector, model, now)
             case _:
                 raise TypeError(f"Unknown store operation: {op!r}")
         return None
@@ -399,7 +558,9 @@ async def _fetch_row(
     return tuple(row)
 
 
-async def _get(conn: aiosqlite.Connection, op: GetOp, now: float) -> Item | None:
+async def _get(
+    conn: aiosqlite.Connection, op: GetOp, now: float, *, touch: bool = True
+) -> Item | None:
     async with conn.execute(
         f"SELECT {_ITEM_COLUMNS} FROM items AS i WHERE i.namespace = ? AND i.key = ? AND {_LIVE}",
         (_encode_namespace(op.namespace), op.key, now),
@@ -407,12 +568,18 @@ async def _get(conn: aiosqlite.Connection, op: GetOp, now: float) -> Item | None
         row = await cursor.fetchone()
     if row is None:
         return None
-    await _touch(conn, [row[0]], now, refresh_ttl=op.refresh_ttl)
+    if touch:
+        await _touch(conn, [row[0]], now, refresh_ttl=op.refresh_ttl)
     return _item(row)
 
 
 async def _put(
-    conn: aiosqlite.Connection, op: PutOp, plan: _PutPlan, vector: np.ndarray | None, now: float
+    conn: aiosqlite.Connection,
+    op: PutOp,
+    plan: _PutPlan,
+    vector: np.ndarray | None,
+    model: str,
+    now: float,
 ) -> None:
     (item_id,) = await _fetch_row(
         conn,
@@ -431,12 +598,14 @@ async def _put(
         await conn.execute(
             "INSERT INTO item_search (rowid, text) VALUES (?, ?)", (item_id, plan.text)
         )
+    # A vector of the old text would be wrong for the new one: without a new vector (no
+    # embedding model, or it failed) the item waits for the backfill.
     if vector is None:
         await conn.execute("DELETE FROM item_vectors WHERE item_id = ?", (item_id,))
     else:
         await conn.execute(
-            "INSERT OR REPLACE INTO item_vectors (item_id, embedding) VALUES (?, ?)",
-            (item_id, vector.tobytes()),
+            "INSERT OR REPLACE INTO item_vectors (item_id, embedding, model) VALUES (?, ?, ?)",
+            (item_id, vector.tobytes(), model),
         )
 
 
@@ -451,13 +620,21 @@ async def _touch(
 
 
 async def _search(
-    conn: aiosqlite.Connection, op: SearchOp, query_vector: np.ndarray | None, now: float
+    conn: aiosqlite.Connection,
+    op: SearchOp,
+    query_vector: np.ndarray | None,
+    model: str,
+    now: float,
+    *,
+    touch: bool = True,
 ) -> list[SearchItem]:
     scope, scope_params = _search_scope(op, now)
     terms = _query_terms(op.query or "")
     match_expression = await _match_expression(conn, terms) if terms else None
     if query_vector is not None:
-        ranked = await _hybrid_search(conn, op, scope, scope_params, match_expression, query_vector)
+        ranked = await _hybrid_search(
+            conn, op, scope, scope_params, match_expression, query_vector, model
+        )
     elif match_expression:
         ranked = await _scored_rows(
             conn,
@@ -476,7 +653,8 @@ async def _search(
             f" ORDER BY i.updated_at DESC, i.id DESC LIMIT ? OFFSET ?",
             [*scope_params, op.limit, op.offset],
         )
-    await _touch(conn, [item_id for item_id, _ in ranked], now, refresh_ttl=op.refresh_ttl)
+    if touch:
+        await _touch(conn, [item_id for item_id, _ in ranked], now, refresh_ttl=op.refresh_ttl)
     return [item for _, item in ranked]
 
 
@@ -494,6 +672,7 @@ async def _hybrid_search(
     scope_params: list[Any],
     match_expression: str | None,
     query_vector: np.ndarray,
+    model: str,
 ) -> _Ranked:
     """Rank every candidate in scope by the hybrid score (module docstring), then page."""
     lexical_rows: list[sqlite3.Row] = []
@@ -504,11 +683,12 @@ async def _hybrid_search(
             [match_expression, *scope_params],
         ) as cursor:
             lexical_rows = list(await cursor.fetchall())
-    # Vectors of another size come from an earlier embedding model: they are not comparable.
+    # Only the current model's vectors are comparable with the query's (the size check
+    # guards against a model that changed its output size under the same name).
     async with conn.execute(
         "SELECT v.item_id, v.embedding FROM item_vectors AS v JOIN items AS i ON i.id = v.item_id"
-        f" WHERE length(v.embedding) = ? AND {scope}",
-        [query_vector.nbytes, *scope_params],
+        f" WHERE v.model = ? AND length(v.embedding) = ? AND {scope}",
+        [model, query_vector.nbytes, *scope_params],
     ) as cursor:
         vector_rows = list(await cursor.fetchall())
     ids, scores = _hybrid_scores(
