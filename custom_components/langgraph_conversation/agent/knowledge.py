@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
-import json
 import logging
 import os
 from pathlib import Path
@@ -28,6 +27,8 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.store.base import BaseStore, PutOp
 from pypdf import PdfReader
+
+from .quoting import quoted
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -338,11 +339,6 @@ async def forget_knowledge(store: BaseStore, source: KnowledgeSource) -> int:
     if ops:
         await store.abatch(ops)
     return len(ops)
-
-
-def quoted(text: str) -> str:
-    """Text as a JSON string with < and > escaped, so no passage can close its section."""
-    return json.dumps(text, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
 
 
 def knowledge_block(passages: list[Passage] | None) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 import functools
-import json
 import logging
 from typing import Any
 import uuid
@@ -22,6 +21,7 @@ import uuid
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.store.base import BaseStore
 
+from .quoting import quoted
 from .tool_calls import ToolFailure
 
 _LOGGER = logging.getLogger(__name__)
@@ -69,9 +69,7 @@ def memory_block(memories: list[dict]) -> str:
     """The prompt section holding recalled memories, clearly marked as data."""
     if not memories:
         return ""
-    lines = "\n".join(
-        f"- [{m['id']}] {json.dumps(m['text'], ensure_ascii=False)}" for m in memories
-    )
+    lines = "\n".join(f"- [{m['id']}] {quoted(m['text'])}" for m in memories)
     return (
         "<memories>\n"
         "Facts you saved earlier about the people in this home, in their words. They are "
