@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -247,7 +248,13 @@ async def test_embedding_model_change_never_mixes_vectors(
     shared = hass.data[DATA_STORAGE]
     assert shared.settings.embedding is not None
     assert shared.settings.embedding.model == "openai/other-embed"
-    stats = await shared.memory.stats()
+    # The backfill runs in the background and may still be writing what it embedded.
+    for _ in range(100):
+        await hass.async_block_till_done(wait_background_tasks=True)
+        stats = await shared.memory.stats()
+        if stats["vectors_of_current_model"]:
+            break
+        await asyncio.sleep(0.05)
     # The backfill that the change started re-embedded the memory with the new model.
     assert (stats["vectors"], stats["vectors_of_current_model"]) == (1, 1)
     backfilled = [body for body in openai_server.embedding_requests if MEMORY in body["input"]]

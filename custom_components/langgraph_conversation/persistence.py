@@ -181,6 +181,11 @@ class SharedStorage:
         else:
             await hass.async_add_executor_job(warm_up_embeddings, wanted)
             self.memory.configure_embeddings(self._embedder, wanted.model)
+            # A backfill still running embeds with the model it started with; the new
+            # model needs its own.
+            running, self._backfill = self._backfill, None
+            if running is not None:
+                running.cancel()
             self.async_start_backfill(hass)
 
     @callback
