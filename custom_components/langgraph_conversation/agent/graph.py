@@ -8,6 +8,7 @@ import logging
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AIMessageChunk, SystemMessage
+from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -74,13 +75,13 @@ async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
     context = runtime.context
     write = runtime.stream_writer
     write(MessageStarted())
-    merged: AIMessageChunk | None = None
     system = "\n\n".join(
         part for part in (context.system_prompt, summary_section(state.get("summary", ""))) if part
     )
     prompt = [SystemMessage(system), *state["messages"]]
+    chunks: list[AIMessageChunk] = []
     for attempt in range(context.model_retries + 1):
-        merged, streamed = None, False
+        chunks, streamed = [], False
         try:
             async for chunk in context.model.astream(prompt):
                 if text := chunk_text(chunk):
@@ -89,7 +90,7 @@ async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
                     # Chunks already buffered would otherwise all be read before the
                     # consumer runs once: let the delta reach the ChatLog (and TTS) now.
                     await asyncio.sleep(0)
-                merged = chunk if merged is None else merged + chunk
+                chunks.append(chunk)
             break
         except Exception as err:
             # Once words were spoken, a retry would repeat them: only failures before the
@@ -99,9 +100,12 @@ async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
             delay = retry_delay(err, attempt)
             _LOGGER.info("Model call failed (%s), retrying in %.1f s", classify_error(err), delay)
             await asyncio.sleep(delay)
-    if merged is None:
+    if not chunks:
         message = AIMessage(content="")
     else:
+        # One merge at the end: adding chunk by chunk re-merges the growing message
+        # every time (quadratic in the answer's length).
+        merged = add_ai_message_chunks(chunks[0], *chunks[1:])
         valid, invalid = strictly_parsed_tool_calls(merged)
         message = AIMessage(
             content=merged.content,
