@@ -1,4 +1,5 @@
-"""ChatModel's lean Ollama stream: the same answers as langchain-litellm's own path, cheaper.
+"""ChatModel's lean Ollama stream: the same answers as langchain-litellm's own path, cheaper;
+and LiteLLM's token counting (tiktoken) only once some model needs it.
 
 Both paths run against the fake Ollama server through LiteLLM's real client; the lean
 one must give LangGraph the same content, tool calls and extra fields, add the token
@@ -13,8 +14,12 @@ from typing import Any
 from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+import litellm
+from litellm import main as litellm_main
+from litellm._lazy_imports import _get_default_encoding
 import pytest
 
+from custom_components.langgraph_conversation.agent import model as model_module
 from custom_components.langgraph_conversation.agent.model import (
     ChatModel,
     ModelAccess,
@@ -22,6 +27,7 @@ from custom_components.langgraph_conversation.agent.model import (
     ModelSettings,
     build_chat_model,
     classify_error,
+    count_tokens_only_if_needed,
 )
 
 from .fakes import FakeOllamaServer, ToolCall
@@ -170,3 +176,37 @@ async def test_lean_stream_fails_like_langchain_litellm(
 
     assert [classify_error(err) for err in errors] == [kind, kind]
     assert type(errors[1]) is type(errors[0])
+
+
+@pytest.mark.parametrize(
+    ("models", "counting"),
+    [
+        (["ollama_chat/llama3.2"], False),
+        (["ollama_chat/llama3.2", "openai/gpt-4o-mini"], True),
+        # Once a model needs LiteLLM's counts, a later Ollama entry leaves them on.
+        (["openai/gpt-4o-mini", "ollama_chat/llama3.2"], True),
+    ],
+)
+def test_token_counting_only_when_a_model_needs_it(
+    monkeypatch: pytest.MonkeyPatch, models: list[str], counting: bool
+) -> None:
+    # Process-wide switches: start from a process where no entry was set up yet.
+    monkeypatch.setattr(model_module, "_counting_needed", False)
+    monkeypatch.setattr(litellm, "disable_token_counter", False)
+    monkeypatch.setattr(litellm_main, "_encoding_cache", None)
+    for name in models:
+        count_tokens_only_if_needed(ModelAccess(model=name))
+
+    assert litellm.token_counter(model="gpt-4o", text="one two three") == (3 if counting else 0)
+
+
+def test_encoding_on_demand_is_litellm_default_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_module, "_counting_needed", False)
+    monkeypatch.setattr(litellm, "disable_token_counter", False)
+    monkeypatch.setattr(litellm_main, "_encoding_cache", None)
+    count_tokens_only_if_needed(ModelAccess(model="ollama_chat/llama3.2"))
+
+    stand_in = litellm_main._get_encoding()
+    text = "Turn on the kitchen light, please."
+    assert stand_in.encode(text) == _get_default_encoding().encode(text)
+    assert stand_in.name == "cl100k_base"

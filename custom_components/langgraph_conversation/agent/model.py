@@ -21,6 +21,7 @@ from langchain_core.tools import StructuredTool
 from langchain_core.utils import function_calling as lc_function_calling
 from langchain_litellm import ChatLiteLLM
 import litellm
+from litellm import main as litellm_main
 from litellm._lazy_imports import _get_lazy_import_registry
 from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
 from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
@@ -450,6 +451,54 @@ def register_local_model(access: ModelAccess) -> None:
     litellm.register_model({access.model: entry, name: entry})
 
 
+# Whether some entry's model streams through LiteLLM's stream wrapper, which counts tokens.
+_counting_needed = False
+# Lazy attributes of litellm whose resolution builds the default tiktoken encoding.
+_TOKENIZER_ATTRIBUTES = frozenset({"encoding", "get_modified_max_tokens"})
+
+
+class _EncodingOnDemand:
+    """LiteLLM's default tiktoken encoding, built the first time something really uses it.
+
+    LiteLLM's `completion` hands every Ollama call the default encoding (cl100k), which
+    the Ollama code never uses; building it costs 40 MB and one 55 ms stretch in native
+    code that holds the GIL (Home Assistant's loop stands still meanwhile). LiteLLM has
+    no setting for this, so its cached value (`litellm.main._encoding_cache`, which
+    LiteLLM fills with this same encoding on first use) starts as this stand-in; any
+    attribute access builds the real encoding and forwards to it.
+    """
+
+    __slots__ = ("_encoding",)
+
+    def __init__(self) -> None:
+        self._encoding: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._encoding is None:
+            from litellm._lazy_imports import _get_default_encoding
+
+            self._encoding = _get_default_encoding()
+        return getattr(self._encoding, name)
+
+
+def count_tokens_only_if_needed(access: ModelAccess) -> None:
+    """Turn LiteLLM's token counting off while only lean-stream models are configured.
+
+    With it on, LiteLLM estimates a cost for every streamed call by counting the prompt's
+    tokens with tiktoken, on the event loop: work nobody reads for a local model, and
+    the reason the default encoding is loaded at all. `litellm.disable_token_counter` is
+    LiteLLM's documented switch for exactly that; LiteLLM then reports 0 where it would
+    have estimated. The first entry whose model streams through LiteLLM's wrapper (which
+    may need a count when a provider sends no usage) turns counting back on for good.
+    """
+    global _counting_needed
+    if provider_of(access.model) not in LEAN_STREAM_PROVIDERS:
+        _counting_needed = True
+    litellm.disable_token_counter = not _counting_needed
+    if not _counting_needed and litellm_main._encoding_cache is None:
+        litellm_main._encoding_cache = _EncodingOnDemand()
+
+
 def warm_up(access: ModelAccess) -> None:
     """Run LiteLLM's first-call lazy imports once, off the event loop.
 
@@ -458,6 +507,7 @@ def warm_up(access: ModelAccess) -> None:
     A mock response exercises the same code paths without any network traffic.
     """
     register_local_model(access)
+    count_tokens_only_if_needed(access)
     stream = litellm.completion(
         model=access.model,
         messages=[{"role": "user", "content": "hi"}],
@@ -469,14 +519,14 @@ def warm_up(access: ModelAccess) -> None:
     if provider_of(access.model) not in LEAN_STREAM_PROVIDERS:
         # LiteLLM's stream wrapper counts the answer's tokens when a stream ends without
         # usage, with the model's own encoding (o200k for OpenAI's): built here, off the
-        # loop (0.7 s, ~70 MB). Lean streams never get there; the default encoding that
-        # LiteLLM's per-call cost estimate needs was built by the mock call above.
+        # loop (0.7 s, ~70 MB).
         litellm.token_counter(model="gpt-4o", text="warm up")
     # LiteLLM resolves many module attributes through `importlib.import_module` on
     # first access (its error and cost paths among them); resolve them all here, once:
     # about 0.25 s and 3 MB, instead of stalls on the loop at the first failure.
     for name in _get_lazy_import_registry():
-        getattr(litellm, name)
+        if name not in _TOKENIZER_ATTRIBUTES or litellm_main._encoding_cache is None:
+            getattr(litellm, name)
     # langchain-core does the same for its packages' attributes (binding tools imports
     # langchain_core.tools.simple on first use); resolve those too.
     for package in (lc_tools, lc_messages, lc_function_calling):
