@@ -58,13 +58,14 @@ class WrappedStreamModel(ChatModel):
         return "reference"
 
 
-def _models(server: FakeOllamaServer) -> tuple[ChatModel, ChatModel]:
+def _models(server: FakeOllamaServer, timeout: float = 60) -> tuple[ChatModel, ChatModel]:
     access = ModelAccess(model="ollama_chat/llama3.2", api_base=server.base_url)
-    lean = build_chat_model(access, ModelSettings())
+    lean = build_chat_model(access, ModelSettings(request_timeout=timeout))
     assert isinstance(lean, ChatModel)
     reference = WrappedStreamModel(
         model=access.model,
         api_base=access.api_base,
+        request_timeout=timeout,
         streaming=True,
         max_retries=0,
         model_kwargs={"max_retries": 0},
@@ -175,6 +176,22 @@ async def test_lean_stream_fails_like_langchain_litellm(
         errors.append(caught.value)
 
     assert [classify_error(err) for err in errors] == [kind, kind]
+    assert type(errors[1]) is type(errors[0])
+
+
+async def test_lean_stream_times_out_like_langchain_litellm(
+    ollama_server: FakeOllamaServer,
+) -> None:
+    """A model that stops sending mid-answer runs into the read timeout on both paths."""
+    lean, reference = _models(ollama_server, timeout=0.3)
+    errors = []
+    for model in (reference, lean):
+        ollama_server.add_text("Slow words here", chunk_size=5, chunk_delay=1.0)
+        with pytest.raises(Exception) as caught:  # noqa: PT011  classified below
+            await _stream(model)
+        errors.append(caught.value)
+
+    assert [classify_error(err) for err in errors] == [ModelErrorKind.TIMEOUT] * 2
     assert type(errors[1]) is type(errors[0])
 
 
