@@ -143,8 +143,12 @@ async def call_tools(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
     return {"messages": results}
 
 
-def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
-    """Tools if the last answer asked for any, otherwise the turn is over."""
+async def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
+    """Tools if the last answer asked for any, otherwise the turn is over.
+
+    A coroutine so that LangGraph awaits it on the loop: a plain function would be run
+    in the executor, one thread round trip per model answer.
+    """
     messages = state["messages"]
     if messages and isinstance(messages[-1], AIMessage) and requested_calls(messages[-1]):
         return TOOLS_NODE
