@@ -324,10 +324,14 @@ async def _ollama_chunks(
             return
         except ValueError as err:  # what LiteLLM's iterator raises for this
             raise RuntimeError(f"Error receiving chunk from stream: {err}") from err
+        if not line.strip():
+            continue
         try:
-            data = json.loads(line) if line.strip() else None
+            data = json.loads(line)
         except ValueError:
-            data = None  # LiteLLM skips lines that are not JSON
+            # Not bare JSON: LiteLLM's own reading (an SSE "data:" prefix is stripped;
+            # anything else is skipped).
+            data = raw._string_to_dict_parser(line)
         if not isinstance(data, dict):
             continue
         if (text := _plain_text(data, raw)) is not None:
