@@ -19,15 +19,15 @@ from litellm import main as litellm_main
 from litellm._lazy_imports import _get_default_encoding
 import pytest
 
-from custom_components.langgraph_conversation.agent import model as model_module
 from custom_components.langgraph_conversation.agent.model import (
+    NO_TOKEN_COUNTING,
     ChatModel,
     ModelAccess,
     ModelErrorKind,
     ModelSettings,
     build_chat_model,
     classify_error,
-    count_tokens_only_if_needed,
+    warm_up,
 )
 
 from .fakes import FakeOllamaServer, ToolCall
@@ -195,35 +195,29 @@ async def test_lean_stream_times_out_like_langchain_litellm(
     assert type(errors[1]) is type(errors[0])
 
 
-@pytest.mark.parametrize(
-    ("models", "counting"),
-    [
-        (["ollama_chat/llama3.2"], False),
-        (["ollama_chat/llama3.2", "openai/gpt-4o-mini"], True),
-        # Once a model needs LiteLLM's counts, a later Ollama entry leaves them on.
-        (["openai/gpt-4o-mini", "ollama_chat/llama3.2"], True),
-    ],
-)
-def test_token_counting_only_when_a_model_needs_it(
-    monkeypatch: pytest.MonkeyPatch, models: list[str], counting: bool
-) -> None:
-    # Process-wide switches: start from a process where no entry was set up yet.
-    monkeypatch.setattr(model_module, "_counting_needed", False)
-    monkeypatch.setattr(litellm, "disable_token_counter", False)
-    monkeypatch.setattr(litellm_main, "_encoding_cache", None)
-    for name in models:
-        count_tokens_only_if_needed(ModelAccess(model=name))
+def test_token_counting_is_paused_only_inside_lean_calls() -> None:
+    assert litellm.token_counter(model="gpt-4o", text="one two three") == 3
+    with NO_TOKEN_COUNTING:
+        with NO_TOKEN_COUNTING:  # turns overlap
+            assert litellm.token_counter(model="gpt-4o", text="one two three") == 0
+        assert litellm.token_counter(model="gpt-4o", text="one two three") == 0
+    assert litellm.token_counter(model="gpt-4o", text="one two three") == 3
 
-    assert litellm.token_counter(model="gpt-4o", text="one two three") == (3 if counting else 0)
+
+async def test_a_lean_turn_leaves_token_counting_on(ollama_server: FakeOllamaServer) -> None:
+    lean, _ = _models(ollama_server)
+    ollama_server.add_text("Done.")
+    await _stream(lean)
+
+    assert litellm.disable_token_counter is False
+    assert litellm.token_counter(model="gpt-4o", text="one two three") == 3
 
 
 def test_encoding_on_demand_is_litellm_default_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_module, "_counting_needed", False)
-    monkeypatch.setattr(litellm, "disable_token_counter", False)
     monkeypatch.setattr(litellm_main, "_encoding_cache", None)
-    count_tokens_only_if_needed(ModelAccess(model="ollama_chat/llama3.2"))
+    warm_up(ModelAccess(model="ollama_chat/llama3.2", api_base="http://127.0.0.1:9"))
 
-    stand_in = litellm_main._get_encoding()
+    stand_in = litellm_main._get_encoding()  # what LiteLLM hands its calls
     text = "Turn on the kitchen light, please."
     assert stand_in.encode(text) == _get_default_encoding().encode(text)
     assert stand_in.name == "cl100k_base"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+import contextlib
 from dataclasses import dataclass
 from enum import StrEnum
 import inspect
 import json
 import logging
+import threading
 from typing import Any
 
 import httpx
@@ -286,9 +288,10 @@ class ChatModel(ChatLiteLLM):
         params = {**params, **kwargs, "stream": True}
         if self.stream_options is not None:
             params["stream_options"] = self.stream_options
-        wrapper = await self.acompletion_with_retry(
-            messages=message_dicts, run_manager=run_manager, **params
-        )
+        with NO_TOKEN_COUNTING:
+            wrapper = await self.acompletion_with_retry(
+                messages=message_dicts, run_manager=run_manager, **params
+            )
         raw = getattr(wrapper, "completion_stream", None)
         lean = isinstance(raw, OllamaChatCompletionResponseIterator)
         try:
@@ -455,8 +458,6 @@ def register_local_model(access: ModelAccess) -> None:
     litellm.register_model({access.model: entry, name: entry})
 
 
-# Whether some entry's model streams through LiteLLM's stream wrapper, which counts tokens.
-_counting_needed = False
 # Lazy attributes of litellm whose resolution builds the default tiktoken encoding.
 _TOKENIZER_ATTRIBUTES = frozenset({"encoding", "get_modified_max_tokens"})
 
@@ -485,21 +486,43 @@ class _EncodingOnDemand:
         return getattr(self._encoding, name)
 
 
-def count_tokens_only_if_needed(access: ModelAccess) -> None:
-    """Turn LiteLLM's token counting off while only lean-stream models are configured.
+class _TokenCountingPause:
+    """LiteLLM's token counting, off while lean-stream calls are being set up.
 
-    With it on, LiteLLM estimates a cost for every streamed call by counting the prompt's
-    tokens with tiktoken, on the event loop: work nobody reads for a local model, and
-    the reason the default encoding is loaded at all. `litellm.disable_token_counter` is
-    LiteLLM's documented switch for exactly that; LiteLLM then reports 0 where it would
-    have estimated. The first entry whose model streams through LiteLLM's wrapper (which
-    may need a count when a provider sends no usage) turns counting back on for good.
+    For every streamed call LiteLLM estimates a cost by counting the prompt's tokens
+    with tiktoken, on the event loop: work nobody reads for a local model, and the only
+    reason the default encoding would be built. `litellm.disable_token_counter` is
+    LiteLLM's documented switch for it, but a process-wide one; so it is on only while
+    a lean call is inside `litellm.acompletion` (where the estimate happens), and
+    restored when the last such call is through. Re-entrant and thread-safe: turns
+    overlap on the loop, and the warm-up runs in the executor.
     """
-    global _counting_needed
-    if provider_of(access.model) not in LEAN_STREAM_PROVIDERS:
-        _counting_needed = True
-    litellm.disable_token_counter = not _counting_needed
-    if not _counting_needed and litellm_main._encoding_cache is None:
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._previous = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._previous = litellm.disable_token_counter
+                litellm.disable_token_counter = True
+            self._depth += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                litellm.disable_token_counter = self._previous
+
+
+NO_TOKEN_COUNTING = _TokenCountingPause()
+
+
+def _spare_default_encoding() -> None:
+    """Let LiteLLM hand Ollama calls the on-demand stand-in of its default encoding."""
+    if litellm_main._encoding_cache is None:
         litellm_main._encoding_cache = _EncodingOnDemand()
 
 
@@ -511,16 +534,19 @@ def warm_up(access: ModelAccess) -> None:
     A mock response exercises the same code paths without any network traffic.
     """
     register_local_model(access)
-    count_tokens_only_if_needed(access)
-    stream = litellm.completion(
-        model=access.model,
-        messages=[{"role": "user", "content": "hi"}],
-        mock_response="ok",
-        stream=True,
-    )
-    for _chunk in stream:
-        pass
-    if provider_of(access.model) not in LEAN_STREAM_PROVIDERS:
+    lean = provider_of(access.model) in LEAN_STREAM_PROVIDERS
+    if lean:
+        _spare_default_encoding()
+    with NO_TOKEN_COUNTING if lean else contextlib.nullcontext():
+        stream = litellm.completion(
+            model=access.model,
+            messages=[{"role": "user", "content": "hi"}],
+            mock_response="ok",
+            stream=True,
+        )
+        for _chunk in stream:
+            pass
+    if not lean:
         # LiteLLM's stream wrapper counts the answer's tokens when a stream ends without
         # usage, with the model's own encoding (o200k for OpenAI's): built here, off the
         # loop (0.7 s, ~70 MB).
@@ -529,7 +555,7 @@ def warm_up(access: ModelAccess) -> None:
     # first access (its error and cost paths among them); resolve them all here, once:
     # about 0.25 s and 3 MB, instead of stalls on the loop at the first failure.
     for name in _get_lazy_import_registry():
-        if name not in _TOKENIZER_ATTRIBUTES or litellm_main._encoding_cache is None:
+        if not (lean and name in _TOKENIZER_ATTRIBUTES):
             getattr(litellm, name)
     # langchain-core does the same for its packages' attributes (binding tools imports
     # langchain_core.tools.simple on first use); resolve those too.
