@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
+import gc
 import logging
 import os
+import threading
 import time
 
 INTERVAL = 0.010  # the probe's resolution: it asks to wake up every 10 ms
@@ -50,6 +52,48 @@ class LoopLagProbe:
         """
         lags = [lag for woke, lag in self.samples if start <= woke <= end + INTERVAL * 2]
         return max(lags, default=0.0)
+
+
+@dataclass
+class GcPauses:
+    """Every cyclic garbage collection: when it ended, how long it took, which generation,
+    and whether it ran on the event loop's thread (a collection holds the GIL, so one on
+    another thread stalls the loop just the same)."""
+
+    samples: list[tuple[float, float, int, bool]] = field(default_factory=list)
+    _started: float = 0.0
+    _loop_thread: int = field(default_factory=threading.get_ident)
+
+    def start(self) -> None:
+        """Begin recording (call on the loop's thread)."""
+        self._loop_thread = threading.get_ident()
+        gc.callbacks.append(self._callback)
+
+    def stop(self) -> None:
+        """End recording."""
+        with contextlib.suppress(ValueError):
+            gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        now = time.perf_counter()
+        if phase == "start":
+            self._started = now
+            return
+        on_loop = threading.get_ident() == self._loop_thread
+        self.samples.append((now, now - self._started, info["generation"], on_loop))
+
+    def longest(self, start: float, end: float) -> dict[str, float | int | bool] | None:
+        """The longest collection that ended in [start, end]."""
+        found = [s for s in self.samples if start <= s[0] <= end]
+        if not found:
+            return None
+        _, seconds, generation, on_loop = max(found, key=lambda s: s[1])
+        return {
+            "ms": round(seconds * 1000, 1),
+            "generation": generation,
+            "on_loop_thread": on_loop,
+            "collections": len(found),
+        }
 
 
 class BlockingCallCounter(logging.Handler):

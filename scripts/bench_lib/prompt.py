@@ -16,16 +16,24 @@ from .report import Row, Stat, judged
 from .turns import converse
 
 COMPACT_TARGET = 0.40
-TOKEN_MODEL = "gpt-4o"
+# What LiteLLM's token_counter uses for gpt-4o.
+TOKEN_ENCODING = "o200k_base"
 
 
 def tokens(text: str) -> int:
-    """Tokens of `text` for gpt-4o."""
-    # Imported late: the integration sets LiteLLM's environment switches (no network
-    # fetch of the price map) before LiteLLM is first imported.
-    import litellm
+    """Tokens of `text` for gpt-4o, counted as LiteLLM's token_counter counts them.
 
-    return litellm.token_counter(model=TOKEN_MODEL, text=text)
+    tiktoken directly, not `litellm.token_counter`: the integration switches LiteLLM's
+    counting off (`litellm.disable_token_counter`) while only Ollama models are
+    configured, and the bench's ruler must not depend on the integration's settings.
+    """
+    # Imported late: the integration sets LiteLLM's environment switches (no network
+    # fetch of the price map) before LiteLLM is first imported. LiteLLM's default_encoding
+    # points tiktoken at the encodings LiteLLM bundles (no download).
+    from litellm.litellm_core_utils import default_encoding  # noqa: F401
+    import tiktoken
+
+    return len(tiktoken.get_encoding(TOKEN_ENCODING).encode(text, disallowed_special=()))
 
 
 async def prompt_of(bench: Bench, label: str) -> dict[str, Any]:
@@ -52,7 +60,7 @@ async def prompt_of(bench: Bench, label: str) -> dict[str, Any]:
 async def measure(bench: Bench) -> list[Row]:
     """Our full and compact context against Home Assistant's prompt for the same home."""
     prompts = {label: await prompt_of(bench, label) for label in ("ours", "ours_compact", "core")}
-    bench.raw["prompt"] = {"home_entities": HOME_SIZE, "token_model": TOKEN_MODEL, **prompts}
+    bench.raw["prompt"] = {"home_entities": HOME_SIZE, "token_encoding": TOKEN_ENCODING, **prompts}
     core = prompts["core"]["system_prompt_tokens"]
     full = prompts["ours"]["system_prompt_tokens"]
     compact = prompts["ours_compact"]["system_prompt_tokens"]

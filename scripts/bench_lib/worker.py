@@ -36,7 +36,7 @@ from .home import (
     setup_entry,
 )
 from .latency import TEXT_TURN
-from .probe import BlockingCallCounter, LoopLagProbe, rss_bytes
+from .probe import BlockingCallCounter, GcPauses, LoopLagProbe, rss_bytes
 from .turns import converse
 
 RESULT_PREFIX = "BENCH-RESULT "
@@ -127,6 +127,9 @@ async def fresh_task(spec: dict[str, Any]) -> dict[str, Any]:
         modules_before = set(sys.modules)
         probe = LoopLagProbe()
         probe.start()
+        # Which stalls were the garbage collector's (diagnosis, not a figure).
+        pauses = GcPauses()
+        pauses.start()
         await asyncio.sleep(0.05)
 
         setup_start = time.perf_counter()
@@ -145,6 +148,7 @@ async def fresh_task(spec: dict[str, Any]) -> dict[str, Any]:
         result.update(
             setup_s=setup_end - setup_start,
             setup_stall_ms=probe.max_lag(setup_start, setup_end) * 1000,
+            setup_longest_gc=pauses.longest(setup_start, setup_end),
             modules_imported_by_setup=sum(imported.values()),
             modules_by_package=dict(imported.most_common(25)),
             blocking_reports_setup=len(counter.messages) - base_reports,
@@ -174,6 +178,8 @@ async def fresh_task(spec: dict[str, Any]) -> dict[str, Any]:
                 cold_turn_stall_ms=probe.max_lag(cold_start, cold_end) * 1000,
                 cold_turn_wall_ms=[text.wall * 1000, tool.wall * 1000],
                 warm_turn_stall_ms=probe.max_lag(warm_start, warm_end) * 1000,
+                cold_turn_longest_gc=pauses.longest(cold_start, cold_end),
+                warm_turn_longest_gc=pauses.longest(warm_start, warm_end),
                 warm_turn_wall_ms=warm_walls,
                 blocking_reports_total=len(counter.messages) - base_reports,
                 blocking_reports_base=base_reports,
@@ -181,6 +187,7 @@ async def fresh_task(spec: dict[str, Any]) -> dict[str, Any]:
                 slow_callbacks=slow.messages,
             )
         await probe.stop()
+        pauses.stop()
 
         if memory:
             first, total = memory["turns_first"], memory["turns_total"]

@@ -25,6 +25,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -125,7 +126,7 @@ async def _stream_with_fallback(
     for index, (role_model, model) in enumerate(models):
         retries = context.model_retries if index == 0 else 0
         for attempt in range(retries + 1):
-            merged: AIMessageChunk | None = None
+            chunks: list[AIMessageChunk] = []
             streamed = False
             try:
                 async for chunk in model.astream(prompt):
@@ -135,7 +136,7 @@ async def _stream_with_fallback(
                         # Chunks already buffered would otherwise all be read before the
                         # consumer runs once: let the delta reach the ChatLog (and TTS) now.
                         await asyncio.sleep(0)
-                    merged = chunk if merged is None else merged + chunk
+                    chunks.append(chunk)
             except Exception as err:
                 if streamed:
                     raise
@@ -156,6 +157,9 @@ async def _stream_with_fallback(
                 )
                 break
             else:
+                # One merge at the end: adding chunk by chunk re-merges the growing
+                # message every time (quadratic in the answer's length).
+                merged = add_ai_message_chunks(chunks[0], *chunks[1:]) if chunks else None
                 return merged, role_model
     raise AssertionError("unreachable: the last model's failure is raised")
 
@@ -347,8 +351,12 @@ async def call_tools(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
     return {"messages": results}
 
 
-def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
-    """Tools if the last answer asked for any, otherwise the turn is over."""
+async def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
+    """Tools if the last answer asked for any, otherwise the turn is over.
+
+    A coroutine so that LangGraph awaits it on the loop: a plain function would be run
+    in the executor, one thread round trip per model answer.
+    """
     messages = state["messages"]
     if messages and isinstance(messages[-1], AIMessage) and requested_calls(messages[-1]):
         return TOOLS_NODE

@@ -3,24 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+import contextlib
 from dataclasses import dataclass
 from enum import StrEnum
 import inspect
+import json
 import logging
+import threading
 from typing import Any
 
 import httpx
 from langchain_core import messages as lc_messages, tools as lc_tools
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
+from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.tools import StructuredTool
 from langchain_core.utils import function_calling as lc_function_calling
 from langchain_litellm import ChatLiteLLM
 import litellm
+from litellm import main as litellm_main
 from litellm._lazy_imports import _get_lazy_import_registry
 from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
 from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
+from litellm.llms.ollama.chat.transformation import OllamaChatCompletionResponseIterator
+from litellm.types.utils import ModelResponseStream
 import openai
 
-from . import LOGGING_POOL
+from . import LOGGING_POOL, freeze_long_lived_objects
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -209,8 +220,17 @@ def to_model_error(err: BaseException, access: ModelAccess) -> ModelError:
     return ModelError(classify_error(err), detail[:500])
 
 
+# Providers whose answers ChatModel streams without LiteLLM's stream wrapper.
+LEAN_STREAM_PROVIDERS = frozenset({"ollama_chat"})
+
+
+def provider_of(model: str) -> str:
+    """The LiteLLM provider prefix of a model string ("ollama_chat/llama3.2" → "ollama_chat")."""
+    return model.partition("/")[0]
+
+
 class ChatModel(ChatLiteLLM):
-    """ChatLiteLLM that keeps its credentials to its own calls.
+    """ChatLiteLLM that keeps its credentials to its own calls and streams cheaply.
 
     langchain-litellm writes each call's api_key and api_base into LiteLLM's module-wide
     settings (its `client` is the litellm module) and leaves the key out of the call
@@ -233,6 +253,163 @@ class ChatModel(ChatLiteLLM):
         if self.extra_headers is not None:
             params["extra_headers"] = self.extra_headers
         return params
+
+    @property
+    def _provider(self) -> str:
+        return self.custom_llm_provider or provider_of(self.model_name or self.model)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        """Stream an answer; Ollama's straight from the lines LiteLLM's request returned.
+
+        LiteLLM's stream wrapper (CustomStreamWrapper) re-creates every chunk several times
+        over as pydantic objects, rebuilds the whole answer at the end for its logging and
+        cost machinery, and langchain-litellm then dumps each chunk back to a dict: about
+        8 ms of CPU per answer on the event loop, more than Home Assistant's own Ollama
+        agent spends on a whole turn. Neither library has a switch for a lean stream. For
+        `ollama_chat` the wrapper's `completion_stream` is LiteLLM's Ollama parser over the
+        response lines; it is read directly, and plain text lines (nearly all of them)
+        become chunks without the parser's four pydantic objects per line. Everything else
+        (the request and its transformation, credentials, the HTTP client, tool calls,
+        reasoning, the final line with usage, error lines) stays LiteLLM's, and a failure
+        mid-stream is mapped by the wrapper's own error handling, so `classify_error` sees
+        what it saw before. Other providers take langchain-litellm's path unchanged.
+        """
+        if self._provider not in LEAN_STREAM_PROVIDERS:
+            async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
+                yield chunk
+            return
+        message_dicts, params = self._create_message_dicts(messages, stop)
+        params = {**params, **kwargs, "stream": True}
+        if self.stream_options is not None:
+            params["stream_options"] = self.stream_options
+        with NO_TOKEN_COUNTING:
+            wrapper = await self.acompletion_with_retry(
+                messages=message_dicts, run_manager=run_manager, **params
+            )
+        raw = getattr(wrapper, "completion_stream", None)
+        lean = isinstance(raw, OllamaChatCompletionResponseIterator)
+        try:
+            async for message in _ollama_chunks(raw) if lean else _wrapped_chunks(wrapper):
+                generation = ChatGenerationChunk(message=message)
+                if run_manager:
+                    await run_manager.on_llm_new_token(message.text, chunk=generation)
+                yield generation
+        except httpx.TimeoutException:
+            raise  # the wrapper passes timeouts on unchanged too
+        except Exception as err:
+            if not lean:
+                raise
+            # Raises LiteLLM's mapped exception, as iterating the wrapper would have.
+            wrapper._handle_stream_fallback_error(err)
+
+
+async def _wrapped_chunks(wrapper: Any) -> AsyncIterator[AIMessageChunk]:
+    async for chunk in wrapper:
+        if (message := _message_chunk(chunk)) is not None:
+            yield message
+
+
+async def _ollama_chunks(
+    raw: OllamaChatCompletionResponseIterator,
+) -> AsyncIterator[AIMessageChunk]:
+    """Chunks of an Ollama /api/chat stream, as LiteLLM's parser would produce them."""
+    lines = aiter(raw.streaming_response)
+    while True:
+        try:
+            line = await anext(lines)
+        except StopAsyncIteration:
+            return
+        except ValueError as err:  # what LiteLLM's iterator raises for this
+            raise RuntimeError(f"Error receiving chunk from stream: {err}") from err
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            # Not bare JSON: LiteLLM's own reading (an SSE "data:" prefix is stripped;
+            # anything else is skipped).
+            data = raw._string_to_dict_parser(line)
+        if not isinstance(data, dict):
+            continue
+        if (text := _plain_text(data, raw)) is not None:
+            yield AIMessageChunk(content=text)
+        elif (message := _message_chunk(raw.chunk_parser(data))) is not None:
+            yield message
+
+
+_PLAIN_KEYS = frozenset({"role", "content"})
+
+
+def _plain_text(data: dict[str, Any], raw: OllamaChatCompletionResponseIterator) -> str | None:
+    """The text of a line that is nothing but more answer text, else None.
+
+    Exactly the lines for which LiteLLM's parser yields content and nothing else: not
+    the last line, no tool calls or thinking, no think tags, not inside reasoning.
+    """
+    message = data.get("message")
+    if (
+        data.get("done") is not False
+        or raw.started_reasoning_content
+        or not isinstance(message, dict)
+        or not message.keys() <= _PLAIN_KEYS
+    ):
+        return None
+    content = message.get("content")
+    if not isinstance(content, str) or "<think>" in content or "</think>" in content:
+        return None
+    return content
+
+
+def _message_chunk(chunk: Any) -> AIMessageChunk | None:
+    """One LiteLLM stream chunk as a LangChain chunk (None for keep-alive lines).
+
+    Plain dicts and strings only, as langchain-litellm's own conversion leaves them, so
+    checkpoints stay revivable under strict msgpack.
+    """
+    if not isinstance(chunk, ModelResponseStream) or not chunk.choices:
+        return None
+    choice = chunk.choices[0]
+    delta = choice.delta
+    additional: dict[str, Any] = {}
+    if reasoning := getattr(delta, "reasoning_content", None):
+        additional["reasoning_content"] = reasoning
+    calls = []
+    if delta.tool_calls:
+        additional["tool_calls"] = [
+            {
+                "id": call.id,
+                "function": {"arguments": call.function.arguments, "name": call.function.name},
+                "type": call.type or "function",
+                "index": call.index,
+            }
+            for call in delta.tool_calls
+        ]
+        calls = [
+            tool_call_chunk(
+                name=call["function"]["name"],
+                args=call["function"]["arguments"],
+                id=call["id"],
+                index=call["index"],
+            )
+            for call in additional["tool_calls"]
+        ]
+    message = AIMessageChunk(
+        content=delta.content or "", additional_kwargs=additional, tool_call_chunks=calls
+    )
+    usage = getattr(chunk, "usage", None)
+    if choice.finish_reason and usage is not None and usage.total_tokens:
+        message.usage_metadata = lc_messages.UsageMetadata(
+            input_tokens=usage.prompt_tokens or 0,
+            output_tokens=usage.completion_tokens or 0,
+            total_tokens=(usage.prompt_tokens or 0) + (usage.completion_tokens or 0),
+        )
+    return message
 
 
 def build_chat_model(access: ModelAccess, settings: ModelSettings) -> ChatLiteLLM:
@@ -281,6 +458,74 @@ def register_local_model(access: ModelAccess) -> None:
     litellm.register_model({access.model: entry, name: entry})
 
 
+# Lazy attributes of litellm whose resolution builds the default tiktoken encoding.
+_TOKENIZER_ATTRIBUTES = frozenset({"encoding", "get_modified_max_tokens"})
+
+
+class _EncodingOnDemand:
+    """LiteLLM's default tiktoken encoding, built the first time something really uses it.
+
+    LiteLLM's `completion` hands every Ollama call the default encoding (cl100k), which
+    the Ollama code never uses; building it costs 40 MB and one 55 ms stretch in native
+    code that holds the GIL (Home Assistant's loop stands still meanwhile). LiteLLM has
+    no setting for this, so its cached value (`litellm.main._encoding_cache`, which
+    LiteLLM fills with this same encoding on first use) starts as this stand-in; any
+    attribute access builds the real encoding and forwards to it.
+    """
+
+    __slots__ = ("_encoding",)
+
+    def __init__(self) -> None:
+        self._encoding: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._encoding is None:
+            from litellm._lazy_imports import _get_default_encoding
+
+            self._encoding = _get_default_encoding()
+        return getattr(self._encoding, name)
+
+
+class _TokenCountingPause:
+    """LiteLLM's token counting, off while lean-stream calls are being set up.
+
+    For every streamed call LiteLLM estimates a cost by counting the prompt's tokens
+    with tiktoken, on the event loop: work nobody reads for a local model, and the only
+    reason the default encoding would be built. `litellm.disable_token_counter` is
+    LiteLLM's documented switch for it, but a process-wide one; so it is on only while
+    a lean call is inside `litellm.acompletion` (where the estimate happens), and
+    restored when the last such call is through. Re-entrant and thread-safe: turns
+    overlap on the loop, and the warm-up runs in the executor.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._previous = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._previous = litellm.disable_token_counter
+                litellm.disable_token_counter = True
+            self._depth += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                litellm.disable_token_counter = self._previous
+
+
+NO_TOKEN_COUNTING = _TokenCountingPause()
+
+
+def _spare_default_encoding() -> None:
+    """Let LiteLLM hand Ollama calls the on-demand stand-in of its default encoding."""
+    if litellm_main._encoding_cache is None:
+        litellm_main._encoding_cache = _EncodingOnDemand()
+
+
 def warm_up(access: ModelAccess) -> None:
     """Run LiteLLM's first-call lazy imports once, off the event loop.
 
@@ -289,26 +534,37 @@ def warm_up(access: ModelAccess) -> None:
     A mock response exercises the same code paths without any network traffic.
     """
     register_local_model(access)
-    stream = litellm.completion(
-        model=access.model,
-        messages=[{"role": "user", "content": "hi"}],
-        mock_response="ok",
-        stream=True,
-    )
-    for _chunk in stream:
-        pass
-    litellm.token_counter(model="gpt-4o", text="warm up")
+    lean = provider_of(access.model) in LEAN_STREAM_PROVIDERS
+    if lean:
+        _spare_default_encoding()
+    with NO_TOKEN_COUNTING if lean else contextlib.nullcontext():
+        stream = litellm.completion(
+            model=access.model,
+            messages=[{"role": "user", "content": "hi"}],
+            mock_response="ok",
+            stream=True,
+        )
+        for _chunk in stream:
+            pass
+    if not lean:
+        # LiteLLM's stream wrapper counts the answer's tokens when a stream ends without
+        # usage, with the model's own encoding (o200k for OpenAI's): built here, off the
+        # loop (0.7 s, ~70 MB).
+        litellm.token_counter(model="gpt-4o", text="warm up")
     # LiteLLM resolves many module attributes through `importlib.import_module` on
     # first access (its error and cost paths among them); resolve them all here, once:
     # about 0.25 s and 3 MB, instead of stalls on the loop at the first failure.
     for name in _get_lazy_import_registry():
-        getattr(litellm, name)
+        if not (lean and name in _TOKENIZER_ATTRIBUTES):
+            getattr(litellm, name)
     # langchain-core does the same for its packages' attributes (binding tools imports
     # langchain_core.tools.simple on first use); resolve those too.
     for package in (lc_tools, lc_messages, lc_function_calling):
         for name in getattr(package, "__all__", ()):
             getattr(package, name)
     build_chat_model(access, ModelSettings()).bind_tools([_WARM_UP_TOOL])
+    # What the warm-up imported lives as long as the process too.
+    freeze_long_lived_objects()
 
 
 async def _never_called() -> None:
