@@ -360,10 +360,14 @@ class AgentRuntime:
         # Ids the thread held before this turn; None until they were read (nothing to undo).
         before: set[str | None] | None = None
         try:
-            messages = await self.messages(turn.thread_id)
+            # One read of the thread for both: its messages and whether it is paused.
+            state = await self._graph.aget_state({"configurable": config["configurable"]})
+            messages = list(state.values.get("messages", []))
             graph_input: Any
             graph = self._graphs[turn.kind]
-            if await self.pending_confirmation(turn.thread_id):
+            if _confirmation_actions(
+                interrupt for task in state.tasks for interrupt in task.interrupts
+            ):
                 # Only the assistant's graph pauses; an agent that has become another
                 # kind since then finishes the pause there (its tools are gone, so the
                 # calls are answered as unknown) before it goes on as its new kind.
