@@ -390,28 +390,32 @@ def build_assistant_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGra
     return graph.compile(checkpointer=checkpointer)
 
 
+def _sequence_graph(
+    checkpointer: BaseCheckpointSaver, steps: list[tuple[str, Any]]
+) -> CompiledStateGraph:
+    """Steps run one after the other, once per turn."""
+    graph = StateGraph(AgentState, context_schema=TurnContext)
+    graph.add_sequence(steps)
+    graph.add_edge(START, steps[0][0])
+    graph.add_edge(steps[-1][0], END)
+    return graph.compile(checkpointer=checkpointer)
+
+
 def build_chatbot_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
     """One model call per turn, no tools."""
-    graph = StateGraph(AgentState, context_schema=TurnContext)
-    graph.add_node(HISTORY_NODE, fit_history)
-    graph.add_node(MODEL_NODE, chat)
-    graph.add_edge(START, HISTORY_NODE)
-    graph.add_edge(HISTORY_NODE, MODEL_NODE)
-    graph.add_edge(MODEL_NODE, END)
-    return graph.compile(checkpointer=checkpointer)
+    return _sequence_graph(checkpointer, [(HISTORY_NODE, fit_history), (MODEL_NODE, chat)])
 
 
 def build_rag_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
     """Retrieve, then one model call that answers from what was found."""
-    graph = StateGraph(AgentState, context_schema=TurnContext)
-    graph.add_node(HISTORY_NODE, fit_history)
-    graph.add_node(RETRIEVE_NODE, retrieve_knowledge)
-    graph.add_node(MODEL_NODE, answer_from_knowledge)
-    graph.add_edge(START, HISTORY_NODE)
-    graph.add_edge(HISTORY_NODE, RETRIEVE_NODE)
-    graph.add_edge(RETRIEVE_NODE, MODEL_NODE)
-    graph.add_edge(MODEL_NODE, END)
-    return graph.compile(checkpointer=checkpointer)
+    return _sequence_graph(
+        checkpointer,
+        [
+            (HISTORY_NODE, fit_history),
+            (RETRIEVE_NODE, retrieve_knowledge),
+            (MODEL_NODE, answer_from_knowledge),
+        ],
+    )
 
 
 _BUILDERS = {
