@@ -21,6 +21,7 @@ from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_c
 import openai
 
 from . import LOGGING_POOL
+from .redaction import SECRET_FILTER
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -32,6 +33,10 @@ class ModelAccess:
     model: str
     api_key: str | None = None
     api_base: str | None = None
+
+    def __post_init__(self) -> None:
+        # LiteLLM logs each call's arguments at DEBUG; its log lines must not carry the key.
+        SECRET_FILTER.add(self.api_key)
 
     def litellm_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for LiteLLM calls (only the ones that are set)."""
