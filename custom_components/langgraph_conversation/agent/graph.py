@@ -18,7 +18,7 @@ from langgraph.types import interrupt
 from .confirmation import INTERRUPT_KIND, calls_needing_confirmation, is_affirmative
 from .events import MessageStarted, TextDelta, ToolCallsRequested
 from .history import compact_history, summary_section
-from .model import classify_error, is_retryable, retry_delay
+from .model import classify_error, is_retryable, redacted_error, retry_delay
 from .state import AgentState, TurnContext
 from .tool_calls import requested_calls, run_tool_calls
 
@@ -91,11 +91,13 @@ async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
                     await asyncio.sleep(0)
                 merged = chunk if merged is None else merged + chunk
             break
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001  retried, or raised again redacted
             # Once words were spoken, a retry would repeat them: only failures before the
             # first word, of a kind that may pass, are tried again.
             if streamed or attempt == context.model_retries or not is_retryable(err):
-                raise
+                # Only a redacted copy leaves the node: LangGraph would store the original
+                # (whose text may echo the API key) in threads.db.
+                raise redacted_error(err) from None
             delay = retry_delay(err, attempt)
             _LOGGER.info("Model call failed (%s), retrying in %.1f s", classify_error(err), delay)
             await asyncio.sleep(delay)

@@ -206,6 +206,18 @@ def retry_delay(err: BaseException, attempt: int) -> float:
     return max(0.0, min(asked, MAX_RETRY_DELAY))
 
 
+def redacted_error(err: BaseException) -> ModelError:
+    """The failure as a ModelError whose text holds no API key this process knows.
+
+    LangGraph stores the exception of a failed node in the checkpoint (threads.db) and
+    logs it at DEBUG, and some providers echo the refused key in their error text.
+    """
+    if isinstance(err, ModelError):
+        return err
+    detail = SECRET_FILTER.redact(f"{type(err).__name__}: {err}")
+    return ModelError(classify_error(err), detail[:500])
+
+
 def to_model_error(err: BaseException, access: ModelAccess) -> ModelError:
     """Wrap any exception from a model call, with secrets removed from the detail."""
     if isinstance(err, ModelError):
