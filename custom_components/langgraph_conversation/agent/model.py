@@ -187,7 +187,14 @@ MAX_RETRY_DELAY = 5.0
 
 
 def is_retryable(err: BaseException) -> bool:
-    """Rate limits, server errors and dropped connections may pass; the rest will not."""
+    """Rate limits, server errors and dropped connections may pass; the rest will not.
+
+    A 408 is the provider saying the request took too long on its side: like a 503 it
+    usually passes, so it is retried. Our own client timeout is not: the person has
+    already waited the whole request timeout once.
+    """
+    if _provider_status(_chain(err)) == 408:
+        return True
     return classify_error(err) in RETRYABLE_KINDS
 
 
