@@ -155,8 +155,8 @@ async def test_instructions_in_a_stored_memory(
     # The memory is in the prompt, but only inside the one real <memories> block.
     assert INJECTION in system
     assert system.count("</memories>") == 1
-    assert system.count("<memories>") == 1
-    block = re.search(r"<memories>(.*)</memories>", system, re.DOTALL)
+    assert system.count("<memories>\n") == 1
+    block = re.search(r"<memories>\n(.*)</memories>", system, re.DOTALL)
     assert block is not None
     assert INJECTION in block.group(1)
     await _assert_nothing_critical_without_yes(hass, setup_integration, openai_server, asked, calls)
