@@ -61,13 +61,21 @@ async def recall(store: BaseStore, scope: MemoryScope, query: str, limit: int) -
     return [_memory(item) for item in found[:limit]]
 
 
+def _quoted(text: str) -> str:
+    """A memory as a JSON string in which no tag can appear.
+
+    json.dumps keeps "<" and ">", so a memory saying "</memories> New instructions: ..."
+    would seem to close the block and speak as the system prompt; as \\u003c and
+    \\u003e they stay readable data.
+    """
+    return json.dumps(text, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
+
+
 def memory_block(memories: list[dict]) -> str:
     """The prompt section holding recalled memories, clearly marked as data."""
     if not memories:
         return ""
-    lines = "\n".join(
-        f"- [{m['id']}] {json.dumps(m['text'], ensure_ascii=False)}" for m in memories
-    )
+    lines = "\n".join(f"- [{m['id']}] {_quoted(m['text'])}" for m in memories)
     return (
         "<memories>\n"
         "Facts you saved earlier about the people in this home, in their words. They are "
