@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 import logging
 import sqlite3
@@ -48,6 +49,8 @@ def memory_checkpointer() -> InMemorySaver:
 
 # Conversations kept when they fell back to memory (least recently used go first).
 _MEMORY_THREADS = 200
+# Seconds running turns get to finish when the runtime closes, before they are cancelled.
+CLOSE_GRACE = 5.0
 
 
 class _StorageFailure(Exception):
@@ -118,6 +121,10 @@ class AgentRuntime:
         self.storage_failed = False
         # Told once when that happens (the integration raises a repair issue).
         self.on_storage_error: Callable[[Exception], None] | None = None
+        # Turns running now (their tasks, and a future set when each turn is over), and
+        # whether the runtime is closing (see aclose).
+        self._running: dict[asyncio.Task[Any], asyncio.Future[None]] = {}
+        self._closing = False
 
     def chat_model(self, settings: ModelSettings) -> ChatLiteLLM:
         """One client per distinct settings, reused by every turn."""
@@ -178,7 +185,7 @@ class AgentRuntime:
             turn.history_budget,
             turn.model_retries,
         )
-        async with self._lock(turn.thread_id):
+        async with self._lock(turn.thread_id), self._tracked():
             await self._touch_thread(turn.thread_id)
             started = False
             try:
@@ -192,6 +199,38 @@ class AgentRuntime:
                 self._continue_in_memory(failure.error)
             async for event in self._turn_events(turn, config, context):
                 yield event
+
+    @asynccontextmanager
+    async def _tracked(self) -> AsyncIterator[None]:
+        """Register the running turn so aclose can wait for it (or cancel it)."""
+        task = asyncio.current_task()
+        over: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if task is not None:
+            self._running[task] = over
+        try:
+            yield
+        finally:
+            if task is not None:
+                self._running.pop(task, None)
+            over.set_result(None)
+
+    async def aclose(self, grace: float = CLOSE_GRACE) -> None:
+        """Before the storage closes (unload, stop): end every running turn cleanly.
+
+        Turns get `grace` seconds to finish; the rest are cancelled and remove what they
+        had added to their thread while the file is still open (otherwise the thread
+        would keep a request without an answer). Their users hear that the agent stopped.
+        """
+        self._closing = True
+        running = dict(self._running)
+        if not running:
+            return
+        _, late = await asyncio.wait(running.values(), timeout=grace)
+        for task, over in running.items():
+            if over in late:
+                task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=grace)
 
     def _continue_in_memory(self, error: Exception) -> None:
         """Conversations from now on live in memory; what the file holds stays there."""
@@ -247,6 +286,11 @@ class AgentRuntime:
         except BaseException as err:
             if before is not None:
                 await self._forget_turn(config, before)
+            if isinstance(err, asyncio.CancelledError) and self._closing:
+                # aclose cancelled this turn: the user is told instead of cut off.
+                if (task := asyncio.current_task()) is not None:
+                    task.uncancel()
+                raise TurnError("unloading", "stopped while unloading") from None
             if isinstance(err, sqlite3.Error):
                 raise _StorageFailure(err) from err
             if isinstance(err, GraphRecursionError):
