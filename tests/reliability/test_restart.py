@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from pytest_homeassistant_custom_component.common import (
     MockConfigEntry,
     async_test_home_assistant,
@@ -20,7 +21,7 @@ from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import HomeAssistant
 from homeassistant.setup import async_setup_component
 
-from ..fakes import FakeOpenAIServer
+from ..fakes import FakeOpenAIServer, Reply
 from ..helpers import text_of
 from .conftest import ask, assert_thread_consistent, pairs, speech, thread_messages
 
@@ -55,6 +56,9 @@ async def _second_instance_entry(hass: HomeAssistant, first: MockConfigEntry) ->
     return entry
 
 
+# The turn that Home Assistant's stop lets finish schedules Home Assistant's own chat
+# session cleanup after the stopped instance cancelled its timers: that one timer stays.
+@pytest.mark.parametrize("expected_lingering_timers", [True])
 async def test_stopped_mid_turn_and_started_again(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
@@ -62,6 +66,8 @@ async def test_stopped_mid_turn_and_started_again(
     openai_server.add_text("Hi!")
     await ask(hass, setup_integration, "Hello", CONVERSATION)
     openai_server.add_text(STORY, chunk_size=4, chunk_delay=0.05)
+    # Stopping closes the model clients too; a call cut before its first word is retried.
+    openai_server.default_reply = Reply(text=STORY)
     turn = asyncio.create_task(ask(hass, setup_integration, "Tell me a story", CONVERSATION))
     await openai_server.wait_for_requests(2)
     await hass.async_stop()
