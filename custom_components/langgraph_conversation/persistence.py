@@ -145,6 +145,18 @@ def report_threads_failure(hass: HomeAssistant, error: Exception) -> None:
     )
 
 
+async def _async_end_turns(hass: HomeAssistant, shared: SharedStorage) -> None:
+    """Let the running turns of every entry using the storage finish or cancel them."""
+    entries = [hass.config_entries.async_get_entry(entry_id) for entry_id in shared.entries]
+    await asyncio.gather(
+        *(
+            entry.runtime_data.aclose()
+            for entry in entries
+            if entry is not None and hasattr(entry, "runtime_data")
+        )
+    )
+
+
 async def async_acquire_storage(hass: HomeAssistant, entry: ConfigEntry) -> SharedStorage:
     """The shared storage, opened on first use; `entry` holds it until released."""
     async with hass.data.setdefault(DATA_STORAGE_LOCK, asyncio.Lock()):
@@ -153,6 +165,8 @@ async def async_acquire_storage(hass: HomeAssistant, entry: ConfigEntry) -> Shar
             shared = hass.data[DATA_STORAGE] = await _async_open_all(hass)
 
             async def close_at_stop(event: Event) -> None:
+                # Turns still running end first, while their threads' file is open.
+                await _async_end_turns(hass, shared)
                 await shared.async_close()
 
             hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, close_at_stop)
