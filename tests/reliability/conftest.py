@@ -210,6 +210,15 @@ async def assert_responsive(hass: HomeAssistant) -> None:
     assert hass.states.get("sensor.reliability_probe").state == str(len(answered))
 
 
+@pytest.fixture
+def quiet_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """Long runs keep only warnings: formatting every library's DEBUG lines (whole
+    requests, SQL) would cost more time than the turns themselves."""
+    caplog.set_level(logging.WARNING)
+    for name in WATCHED_LOGGERS:
+        caplog.set_level(logging.WARNING, logger=name)
+
+
 class Witness:
     """Everything a secret could leak into: logs, bus events, traces, chat logs, diagnostics."""
 

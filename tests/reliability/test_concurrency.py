@@ -75,7 +75,10 @@ async def test_two_turns_on_one_conversation_are_serialised(
 
 
 async def test_fifty_conversations_in_parallel(
-    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    quiet_logs: None,
 ) -> None:
     """50 conversations x 20 turns at once: no error, every message in threads.db."""
     openai_server.responder = _echo
@@ -103,7 +106,6 @@ async def test_fifty_conversations_in_parallel(
             text = f"conversation {index} turn {turn}"
             expected += [("human", text), ("ai", f"Answer to {text}")]
         assert pairs(messages) == expected
-    print(f"\nconcurrency: {CONVERSATIONS} conversations x {TURNS} turns, all persisted")
 
 
 async def test_unload_while_turns_run(

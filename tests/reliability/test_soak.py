@@ -1,0 +1,152 @@
+"""Soak: many turns of mixed faults on a few conversations, with memory and disk bounded.
+
+The normal run does SOAK_TURNS_DEFAULT turns; `scripts/test --soak` sets LGC_SOAK_TURNS
+to 2,000. The figures (turns, process memory growth, threads.db size) are printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+import gc
+import os
+from pathlib import Path
+import resource
+import time
+from typing import Any
+
+import pytest
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+from custom_components.langgraph_conversation.agent.history import SUMMARY_INSTRUCTIONS
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers import intent
+
+from ..fakes import FakeOpenAIServer, Reply, ToolCall
+from ..helpers import assist_tool_name, text_of
+from .conftest import (
+    SENTENCES,
+    ask,
+    assert_responsive,
+    assert_thread_consistent,
+    speech,
+    thread_messages,
+)
+
+SOAK_TURNS_DEFAULT = 150
+CONVERSATIONS = 10
+# Bounds: process memory may grow by a fixed allowance plus a little per turn (caches
+# fill up, then level off); threads.db (with its write-ahead log) stays small because
+# old checkpoints are pruned and long threads are summarised.
+MEMORY_ALLOWANCE_MB = 80.0
+MEMORY_PER_TURN_KB = 24.0
+THREADS_DB_LIMIT_MB = 16.0
+
+
+def _respond(request: Mapping[str, Any]) -> Reply:
+    """Summaries get a short summary; everything else an answer naming the request."""
+    system = text_of(request["messages"][0]) if request["messages"] else ""
+    if system.startswith(SUMMARY_INSTRUCTIONS[:40]):
+        return Reply(text="They made small talk and asked about many numbered things.")
+    users = [m for m in request["messages"] if m["role"] == "user"]
+    return Reply(text=f"Answer to {text_of(users[-1])}", chunk_size=16)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One turn's fault: what to queue, and the sentence it ends with (None: answered)."""
+
+    name: str
+    # Queues the step's replies; gets the server and the name of a harmless tool.
+    script: Callable[[FakeOpenAIServer, str], None]
+    sentence: str | None = None
+
+
+RETRY_NOW = {"Retry-After": "0"}
+STEPS = [
+    Step("plain", lambda s, tool: None),
+    Step("503 then fine", lambda s, tool: s.add_error(503, "busy", headers=RETRY_NOW)),
+    Step("tool call", lambda s, tool: s.add_tool_calls([ToolCall(tool, {})])),
+    Step(
+        "429 twice",
+        lambda s, tool: [s.add_error(429, "quota", headers=RETRY_NOW) for _ in range(2)],
+        "rate_limit",
+    ),
+    Step("stream cut", lambda s, tool: s.add_broken_stream("Let me th"), "connection"),
+    Step("unknown tool", lambda s, tool: s.add_tool_calls([ToolCall("make_coffee", {})])),
+    Step("plain", lambda s, tool: None),
+    Step("arguments not JSON", lambda s, tool: s.add_raw_tool_call(tool, '{"x": ')),
+    Step("empty answer", lambda s, tool: s.add_empty(), "empty_answer"),
+    Step("400", lambda s, tool: s.add_error(400, "bad"), "bad_request"),
+    Step("invalid JSON chunk", lambda s, tool: s.add_invalid_json_chunk("Hmm"), "server"),
+    Step("502 then fine", lambda s, tool: s.add_error(502, "gateway", headers=RETRY_NOW)),
+]
+
+
+def _rss_mb() -> float:
+    """Resident memory of this process now, in MB (Linux)."""
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def _db_mb(config_dir: str) -> float:
+    base = Path(config_dir, "langgraph_conversation", "threads.db")
+    files = [base, base.with_name("threads.db-wal")]
+    return sum(f.stat().st_size for f in files if f.exists()) / 2**20
+
+
+@pytest.mark.soak
+async def test_soak(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    quiet_logs: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Thousands of turns with faults: every outcome right, memory and disk bounded."""
+    turns = int(os.environ.get("LGC_SOAK_TURNS", SOAK_TURNS_DEFAULT))
+    openai_server.responder = _respond
+    tool = await assist_tool_name(hass, "GetDateTime")
+    warm_up = max(20, turns // 10)
+    baseline = peak = 0.0
+    wrong: list[str] = []
+    started = time.monotonic()
+    for index in range(turns):
+        if index == warm_up:
+            gc.collect()
+            baseline = _rss_mb()
+        step = STEPS[index % len(STEPS)]
+        step.script(openai_server, tool)
+        text = f"request {index}"
+        result = await ask(hass, setup_integration, text, f"soak-{index % CONVERSATIONS}")
+        if step.sentence is None:
+            expected = f"Answer to {text}"
+            ok = result.response.response_type != intent.IntentResponseType.ERROR
+        else:
+            expected = SENTENCES[step.sentence].rstrip(".")
+            ok = result.response.response_type == intent.IntentResponseType.ERROR
+        if not ok or speech(result) != expected:
+            wrong.append(f"{index} {step.name}: {speech(result)[:120]}")
+        if index % 50 == 0:
+            peak = max(peak, _rss_mb())
+        assert openai_server.pending_replies == 0, f"turn {index} ({step.name}) left replies"
+    elapsed = time.monotonic() - started
+    gc.collect()
+    final = _rss_mb()
+    peak = max(peak, final)
+    growth = final - baseline
+    db_mb = await hass.async_add_executor_job(_db_mb, hass.config.config_dir)
+    with capsys.disabled():  # the figures belong in the run's output, pass or fail
+        print(
+            f"\nsoak: {turns} turns ({len(STEPS)} kinds of turn, {CONVERSATIONS} conversations) "
+            f"in {elapsed:.0f} s; memory {baseline:.0f} MB after {warm_up} turns -> "
+            f"{final:.0f} MB at the end (growth {growth:+.1f} MB, peak {peak:.0f} MB); "
+            f"threads.db with WAL {db_mb:.2f} MB"
+        )
+    assert wrong == []
+    assert growth < MEMORY_ALLOWANCE_MB + turns * MEMORY_PER_TURN_KB / 1024
+    assert db_mb < THREADS_DB_LIMIT_MB
+    await assert_responsive(hass)
+    for conversation in range(CONVERSATIONS):
+        assert_thread_consistent(await thread_messages(setup_integration, f"soak-{conversation}"))
