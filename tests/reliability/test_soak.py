@@ -22,7 +22,7 @@ from custom_components.langgraph_conversation.agent.history import SUMMARY_INSTR
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import intent
 
-from ..fakes import FakeOpenAIServer, Reply, ToolCall
+from ..fakes import AnyReply, ErrorReply, FakeOpenAIServer, Reply, StreamFault, ToolCall
 from ..helpers import assist_tool_name, text_of
 from .conftest import (
     SENTENCES,
@@ -43,44 +43,61 @@ MEMORY_PER_TURN_KB = 24.0
 THREADS_DB_LIMIT_MB = 16.0
 
 
-def _respond(request: Mapping[str, Any]) -> Reply:
-    """Summaries get a short summary; everything else an answer naming the request."""
-    system = text_of(request["messages"][0]) if request["messages"] else ""
-    if system.startswith(SUMMARY_INSTRUCTIONS[:40]):
-        return Reply(text="They made small talk and asked about many numbered things.")
-    users = [m for m in request["messages"] if m["role"] == "user"]
-    return Reply(text=f"Answer to {text_of(users[-1])}", chunk_size=16)
-
-
 @dataclass(frozen=True)
 class Step:
-    """One turn's fault: what to queue, and the sentence it ends with (None: answered)."""
+    """One turn's fault: the replies it scripts, and the sentence it ends with (None: answered)."""
 
     name: str
-    # Queues the step's replies; gets the server and the name of a harmless tool.
-    script: Callable[[FakeOpenAIServer, str], None]
+    # The scripted replies, given the name of a harmless tool to call.
+    replies: Callable[[str], list[AnyReply]]
     sentence: str | None = None
 
 
 RETRY_NOW = {"Retry-After": "0"}
 STEPS = [
-    Step("plain", lambda s, tool: None),
-    Step("503 then fine", lambda s, tool: s.add_error(503, "busy", headers=RETRY_NOW)),
-    Step("tool call", lambda s, tool: s.add_tool_calls([ToolCall(tool, {})])),
+    Step("plain", lambda tool: []),
+    Step("503 then fine", lambda tool: [ErrorReply(status=503, message="busy", headers=RETRY_NOW)]),
+    Step("tool call", lambda tool: [Reply(tool_calls=(ToolCall(tool, {}),))]),
     Step(
         "429 twice",
-        lambda s, tool: [s.add_error(429, "quota", headers=RETRY_NOW) for _ in range(2)],
+        lambda tool: [ErrorReply(status=429, message="quota", headers=RETRY_NOW)] * 2,
         "rate_limit",
     ),
-    Step("stream cut", lambda s, tool: s.add_broken_stream("Let me th"), "connection"),
-    Step("unknown tool", lambda s, tool: s.add_tool_calls([ToolCall("make_coffee", {})])),
-    Step("plain", lambda s, tool: None),
-    Step("arguments not JSON", lambda s, tool: s.add_raw_tool_call(tool, '{"x": ')),
-    Step("empty answer", lambda s, tool: s.add_empty(), "empty_answer"),
-    Step("400", lambda s, tool: s.add_error(400, "bad"), "bad_request"),
-    Step("invalid JSON chunk", lambda s, tool: s.add_invalid_json_chunk("Hmm"), "server"),
-    Step("502 then fine", lambda s, tool: s.add_error(502, "gateway", headers=RETRY_NOW)),
+    Step(
+        "stream cut",
+        lambda tool: [Reply(text="Let me th", fault=StreamFault.DISCONNECT)],
+        "connection",
+    ),
+    Step("unknown tool", lambda tool: [Reply(tool_calls=(ToolCall("make_coffee", {}),))]),
+    Step("plain", lambda tool: []),
+    Step("arguments not JSON", lambda tool: [Reply(tool_calls=(ToolCall(tool, '{"x": '),))]),
+    Step("empty answer", lambda tool: [Reply()], "empty_answer"),
+    Step("400", lambda tool: [ErrorReply(status=400, message="bad")], "bad_request"),
+    Step(
+        "invalid JSON chunk",
+        lambda tool: [Reply(text="Hmm", fault=StreamFault.INVALID_JSON)],
+        "server",
+    ),
+    Step("502 then fine", lambda tool: [ErrorReply(status=502, message="gw", headers=RETRY_NOW)]),
 ]
+
+
+class Model:
+    """The soak's model: the turn's scripted replies for its chat calls, a short summary
+    for summary calls (which come whenever a thread outgrows its budget), and otherwise
+    an answer naming the request."""
+
+    def __init__(self) -> None:
+        self.planned: list[AnyReply] = []
+
+    def __call__(self, request: Mapping[str, Any]) -> AnyReply:
+        system = text_of(request["messages"][0]) if request["messages"] else ""
+        if system.startswith(SUMMARY_INSTRUCTIONS[:40]):
+            return Reply(text="They made small talk and asked about many numbered things.")
+        if self.planned:
+            return self.planned.pop(0)
+        users = [m for m in request["messages"] if m["role"] == "user"]
+        return Reply(text=f"Answer to {text_of(users[-1])}", chunk_size=16)
 
 
 def _rss_mb() -> float:
@@ -106,7 +123,8 @@ async def test_soak(
 ) -> None:
     """Thousands of turns with faults: every outcome right, memory and disk bounded."""
     turns = int(os.environ.get("LGC_SOAK_TURNS", SOAK_TURNS_DEFAULT))
-    openai_server.responder = _respond
+    model = Model()
+    openai_server.responder = model
     tool = await assist_tool_name(hass, "GetDateTime")
     warm_up = max(20, turns // 10)
     baseline = peak = 0.0
@@ -117,7 +135,7 @@ async def test_soak(
             gc.collect()
             baseline = _rss_mb()
         step = STEPS[index % len(STEPS)]
-        step.script(openai_server, tool)
+        model.planned = step.replies(tool)
         text = f"request {index}"
         result = await ask(hass, setup_integration, text, f"soak-{index % CONVERSATIONS}")
         if step.sentence is None:
@@ -130,7 +148,11 @@ async def test_soak(
             wrong.append(f"{index} {step.name}: {speech(result)[:120]}")
         if index % 50 == 0:
             peak = max(peak, _rss_mb())
-        assert openai_server.pending_replies == 0, f"turn {index} ({step.name}) left replies"
+        assert model.planned == [], f"turn {index} ({step.name}) left replies"
+        # The fake server records every request; the soak measures the integration.
+        openai_server.requests.clear()
+        openai_server.paths.clear()
+        openai_server.timings.clear()
     elapsed = time.monotonic() - started
     gc.collect()
     final = _rss_mb()
