@@ -16,7 +16,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from homeassistant.core import HomeAssistant, ServiceCall
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers import intent
+from homeassistant.helpers import intent, llm
 
 from ..conftest import TEST_KEY
 from ..fakes import FakeOpenAIServer, ToolCall
@@ -81,6 +81,11 @@ async def test_service_that_raises(
     error: Exception,
 ) -> None:
     """The service's error reaches the model as a readable tool result."""
+    if which == "assist" and not hasattr(llm, "ToolResult"):
+        # Home Assistant 2026.2 (told apart by its lack of llm.ToolResult) answers an
+        # intent "done" and lets the service fail in the background: no tool can report
+        # what Home Assistant does not say.
+        pytest.skip("this Home Assistant's intents do not report service failures")
     add_light(hass, "kitchen", "Kitchen Light", exposed=True)
 
     async def turn_on(call: ServiceCall) -> None:
