@@ -227,37 +227,3 @@ async def test_other_agents_turns_are_folded_into_the_thread(
         ("assistant", "Turned on the porch light"),
         ("user", "Is the porch light on?"),
     ]
-
-
-async def test_long_and_noisy_requests(
-    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
-) -> None:
-    """50,000 characters are cut to the limit with the user told; control characters go."""
-    openai_server.add_text("That is a lot of text.")
-    result = await conversation.async_converse(
-        hass,
-        "Summarise:\x00\x1b " + "word " * 10_000,
-        None,
-        Context(),
-        agent_id=agent_entity_id(hass, setup_integration),
-    )
-    speech = result.response.speech["plain"]["speech"]
-    assert speech == (
-        "Your message was very long, so I only read its first 8,000 characters. "
-        "That is a lot of text."
-    )
-    sent = text_of(messages_of(openai_server.requests[0], "user")[-1])
-    assert len(sent) == 8000
-    assert sent.startswith("Summarise: word")
-
-    openai_server.add_text("Bonjour ! 👋")
-    result = await conversation.async_converse(
-        hass,
-        "Salut 👋 Привет مرحبا",
-        None,
-        Context(),
-        language="xx-unknown",
-        agent_id=agent_entity_id(hass, setup_integration),
-    )
-    assert result.response.speech["plain"]["speech"] == "Bonjour ! 👋"
-    assert text_of(messages_of(openai_server.requests[1], "user")[-1]) == "Salut 👋 Привет مرحبا"

@@ -30,8 +30,8 @@ async def _ask(
     result = await conversation.async_converse(
         hass, text, None, Context(user_id=user_id), agent_id=agent_entity_id(hass, entry)
     )
-    # Extraction runs after the answer; wait for it as unloading would.
-    await entry.runtime_data.async_close()
+    # Extraction runs after the answer, in the background.
+    await entry.runtime_data.wait_background()
     return result
 
 

@@ -99,8 +99,9 @@ async def async_unload_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) -
     """Unload the agents; the last entry also closes LiteLLM's shared clients."""
     if not await hass.config_entries.async_unload_platforms(entry, PLATFORMS):
         return False
-    # Memory extraction still running writes to memory.db: finish it before closing.
-    await entry.runtime_data.async_close()
+    # Turns still running end (or are cancelled), and memory extraction finishes, while
+    # the files are open.
+    await entry.runtime_data.aclose()
     await async_release_storage(hass, entry)
     others_loaded = any(
         other.entry_id != entry.entry_id and other.state is ConfigEntryState.LOADED

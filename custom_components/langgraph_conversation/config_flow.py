@@ -42,7 +42,6 @@ from .agent.embeddings import (
     warm_up_embeddings,
 )
 from .agent.graph import AgentKind
-from .agent.log_redaction import redact_in_logs
 from .agent.model import ModelAccess, ModelError, ModelErrorKind, async_check_access
 from .const import (
     CHECKPOINTS_KEPT_PER_THREAD,
@@ -156,7 +155,6 @@ def _clean_access(user_input: Mapping[str, Any]) -> dict[str, Any]:
 async def _validation_error(data: Mapping[str, Any]) -> str | None:
     """Make the one real request; the flow error key, or None when it worked."""
     access = ModelAccess(data[CONF_MODEL], data.get(CONF_API_KEY), data.get(CONF_API_BASE))
-    redact_in_logs(access.api_key)
     try:
         await async_check_access(access, VALIDATION_TIMEOUT)
     except ModelError as err:

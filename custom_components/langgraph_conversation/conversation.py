@@ -296,6 +296,12 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
 
         runtime = self.entry.runtime_data
         request, notice = clean_request(user_input.text)
+        if not request.strip():
+            # Nothing to answer (empty, blank or only control characters): a model would
+            # guess at it, and some providers reject an empty message outright.
+            raise HomeAssistantError(
+                translation_domain=DOMAIN, translation_key="turn_empty_request"
+            )
         turn = Turn(
             thread_id=runtime.threads.resolve(
                 self.subentry.subentry_id,

@@ -328,6 +328,18 @@ def report_threads_failure(hass: HomeAssistant, error: Exception) -> None:
     _report(hass, THREADS_ISSUE, Path(hass.config.path(DOMAIN, THREADS_FILE)), error)
 
 
+async def _async_end_turns(hass: HomeAssistant, shared: SharedStorage) -> None:
+    """Let the running turns of every entry using the storage finish or cancel them."""
+    entries = [hass.config_entries.async_get_entry(entry_id) for entry_id in shared.entries]
+    await asyncio.gather(
+        *(
+            entry.runtime_data.aclose()
+            for entry in entries
+            if entry is not None and hasattr(entry, "runtime_data")
+        )
+    )
+
+
 async def async_acquire_storage(hass: HomeAssistant, entry: ConfigEntry) -> SharedStorage:
     """The shared storage, opened on first use; `entry` holds it until released."""
     async with hass.data.setdefault(DATA_STORAGE_LOCK, asyncio.Lock()):
@@ -338,6 +350,8 @@ async def async_acquire_storage(hass: HomeAssistant, entry: ConfigEntry) -> Shar
 
             async def close_at_stop(event: Event) -> None:
                 shared._cancel_stop_listener = None  # a fired one-time listener is gone
+                # Turns still running end first, while their threads' file is open.
+                await _async_end_turns(hass, shared)
                 await shared.async_close()
 
             shared._cancel_stop_listener = hass.bus.async_listen_once(

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Inside a leg: ruff, then pytest with coverage. Prints "LGC-RESULT <leg> <passed> <failed>
-# <skipped>" for scripts/test to add up, and exits non-zero on any failure.
+# Inside a leg: ruff, then pytest with coverage. Arguments: [--soak] [pytest arguments...].
+# Prints "LGC-RESULT <leg> <passed> <failed> <skipped>" for scripts/test to add up, and
+# exits non-zero on any failure.
 set -uo pipefail
 : "${LGC_REPO:?} ${LGC_CACHE:?} ${LGC_LEG:?}"
 cd "$LGC_REPO"
+# --soak (first argument, from scripts/test): the soak test runs 2,000 turns instead of
+# its reduced count.
+if [ "${1:-}" = "--soak" ]; then
+    export LGC_SOAK_TURNS=2000
+    shift
+fi
 venv=$(bash scripts/lib/leg_venv.sh) || { echo "LGC-RESULT $LGC_LEG 0 1 0"; exit 1; }
 export PATH="$venv/bin:$PATH"
 status=0

@@ -7,6 +7,7 @@ async with FakeOpenAIServer() as server:
     assert server.requests[1]["messages"][-1]["role"] == "tool"
 """
 
+from .network import FakeResolver, NetworkMode
 from .ollama_server import FakeOllamaServer
 from .openai_server import FakeOpenAIServer
 from .script import AnyReply, ErrorReply, Reply, StreamFault, ToolCall
@@ -18,6 +19,8 @@ __all__ = [
     "FakeModelServer",
     "FakeOllamaServer",
     "FakeOpenAIServer",
+    "FakeResolver",
+    "NetworkMode",
     "Reply",
     "ReplyTiming",
     "StreamFault",

@@ -37,6 +37,13 @@ class BackgroundServer:
         # Set by the server thread before it reports its port.
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested: asyncio.Event | None = None
+        # Open connections, the listening socket and its accept task; only touched on the
+        # server's own loop. No listener while refusing connections.
+        self._connections: set[asyncio.BaseTransport] = set()
+        self._listener: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
 
     async def start(self) -> int:
         """Start serving; returns the port."""
@@ -56,6 +63,61 @@ class BackgroundServer:
         """stop() for code without an event loop."""
         if self._request_stop() is not None:
             self._join()
+
+    async def drop_connections(self) -> None:
+        """Abort every open connection (idle keep-alive ones too); keep listening.
+
+        A client then has to connect afresh for its next request, so a changed name
+        resolution or a closed port takes effect at once.
+        """
+        if self._loop is None:
+            return
+        done: Future[None] = Future()
+
+        def abort_all() -> None:
+            for transport in self._connections:
+                transport.abort()
+            self._connections.clear()
+            done.set_result(None)
+
+        self._loop.call_soon_threadsafe(abort_all)
+        await asyncio.wrap_future(done)
+
+    async def refuse_connections(self, refuse: bool) -> None:
+        """Stop listening, so connecting is refused, or listen on the same port again.
+
+        Refusing also drops the open connections. In between, the port is free: another
+        program could take it, which is unlikely for the short time a test refuses.
+        """
+        if self._loop is None:
+            return
+        await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(self._set_listening(not refuse), self._loop)
+        )
+
+    async def _set_listening(self, listening: bool) -> None:
+        if listening and self._listener is None:
+            assert self._runner is not None
+            assert self._port is not None
+            self._listener = socket.create_server((self._host, self._port))
+            self._listener.setblocking(False)
+            self._accepting = asyncio.create_task(
+                _accept(self._listener, self._runner, self._connections)
+            )
+        elif not listening:
+            await self._stop_listening()
+            for transport in self._connections:
+                transport.abort()
+            self._connections.clear()
+
+    async def _stop_listening(self) -> None:
+        accepting, self._accepting = self._accepting, None
+        listener, self._listener = self._listener, None
+        if accepting is not None:
+            accepting.cancel()
+            await asyncio.gather(accepting, return_exceptions=True)
+        if listener is not None:
+            listener.close()
 
     def _launch(self) -> Future[int]:
         if self._thread is not None:
@@ -99,11 +161,13 @@ class BackgroundServer:
             listener.close()
             started.set_exception(err)
             raise
-        connections: set[asyncio.BaseTransport] = set()
-        accepting = asyncio.create_task(_accept(listener, runner, connections))
+        connections = self._connections
+        self._runner, self._listener = runner, listener
+        self._port = listener.getsockname()[1]
+        self._accepting = asyncio.create_task(_accept(listener, runner, connections))
         self._loop = asyncio.get_running_loop()
         self._stop_requested = asyncio.Event()
-        started.set_result(listener.getsockname()[1])
+        started.set_result(self._port)
         try:
             await self._stop_requested.wait()
         finally:
@@ -111,12 +175,11 @@ class BackgroundServer:
             # scripted delay nor a client still waiting for an answer may hold the
             # shutdown, and no accepted socket may outlive it (its client would wait
             # forever). aiohttp cancels the handlers of dropped connections.
-            accepting.cancel()
-            await asyncio.gather(accepting, return_exceptions=True)
-            listener.close()
+            await self._stop_listening()
             for transport in connections:
                 transport.abort()
             await runner.cleanup()
+            self._runner = None
 
 
 async def _accept(

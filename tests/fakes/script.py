@@ -9,7 +9,7 @@ on its own wire protocol.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 import json
@@ -124,6 +124,9 @@ class ScriptedReplies:
         # Answer to a request when the queue is empty; None turns such a request
         # into an HTTP 500 that says it was not scripted.
         self.default_reply: AnyReply | None = Reply(text="OK")
+        # Answers a request when the queue is empty, from what the request says (e.g. an
+        # echo of the last user message); takes precedence over default_reply.
+        self.responder: Callable[[Mapping[str, Any]], AnyReply] | None = None
 
     @property
     def pending_replies(self) -> int:
@@ -176,6 +179,12 @@ class ScriptedReplies:
     def clear_replies(self) -> None:
         """Drop every scripted reply not taken yet."""
         self._queue.clear()
+
+    def reply_to(self, request: Mapping[str, Any]) -> AnyReply | None:
+        """The reply for `request`: the queue's head, else the responder's, else the default."""
+        if self.responder is not None and not self._queue:
+            return self.responder(request)
+        return self.next_reply()
 
     def next_reply(self) -> AnyReply | None:
         """The reply for the next request: the queue's head, else the default."""

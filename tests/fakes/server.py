@@ -79,6 +79,16 @@ class FakeModelServer(ScriptedReplies, ABC):
         if background is not None:
             await background.stop()
 
+    async def drop_connections(self) -> None:
+        """Abort every open connection, idle keep-alive ones included; keep listening."""
+        if self._background is not None:
+            await self._background.drop_connections()
+
+    async def refuse_connections(self, refuse: bool) -> None:
+        """Stop listening (connecting is refused) or listen on the same port again."""
+        if self._background is not None:
+            await self._background.refuse_connections(refuse)
+
     def start_sync(self) -> None:
         """start() for a plain script without an event loop."""
         self._port = self._new_background().start_sync()
@@ -234,7 +244,7 @@ class FakeModelServer(ScriptedReplies, ABC):
             str(body.get("model", ""))
         )
         if reply is None:
-            reply = self.next_reply()
+            reply = self.reply_to(body)
         if reply is None:
             reply = ErrorReply(
                 status=500,

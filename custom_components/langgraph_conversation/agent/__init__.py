@@ -48,6 +48,8 @@ finally:
     if _COLLECTING:
         gc.enable()
 
+from . import redaction
+
 litellm.suppress_debug_info = True
 litellm.telemetry = False
 # LiteLLM's default aiohttp transport treats a connection that drops mid-stream as a
@@ -57,6 +59,8 @@ litellm.disable_aiohttp_transport = True
 # LiteLLM attaches its own stderr handlers; Home Assistant's logging is the only sink.
 for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
     logging.getLogger(_name).handlers.clear()
+# ...and never with an API key in it (LiteLLM logs every call's arguments at DEBUG).
+redaction.install()
 
 
 class LoggingPool(Executor):

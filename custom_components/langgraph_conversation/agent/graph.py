@@ -37,7 +37,7 @@ from .confirmation import INTERRUPT_KIND, calls_needing_confirmation, is_affirma
 from .events import MessageStarted, ModelCallFinished, TextDelta, ToolCallsRequested
 from .history import compact_history
 from .knowledge import Passage, knowledge_block
-from .model import classify_error, is_retryable, retry_delay
+from .model import classify_error, is_retryable, redacted_error, retry_delay
 from .roles import ModelRole, RoleModel, falls_back
 from .state import AgentState, TurnContext
 from .tool_calls import requested_calls, run_tool_calls
@@ -137,9 +137,11 @@ async def _stream_with_fallback(
                         # consumer runs once: let the delta reach the ChatLog (and TTS) now.
                         await asyncio.sleep(0)
                     chunks.append(chunk)
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001  retried, passed on, or raised redacted
+                # Only a redacted copy leaves the node: LangGraph would store the original
+                # (whose text may echo an API key) in threads.db.
                 if streamed:
-                    raise
+                    raise redacted_error(err) from None
                 if attempt < retries and is_retryable(err):
                     delay = retry_delay(err, attempt)
                     _LOGGER.info(
@@ -148,7 +150,7 @@ async def _stream_with_fallback(
                     await asyncio.sleep(delay)
                     continue
                 if index == len(models) - 1 or not falls_back(err):
-                    raise
+                    raise redacted_error(err) from None
                 next_model = models[index + 1][0]
                 _LOGGER.warning(
                     "The main model failed (%s); the fallback model %s answers",

@@ -32,6 +32,7 @@ from litellm.types.utils import ModelResponseStream
 import openai
 
 from . import LOGGING_POOL, freeze_long_lived_objects
+from .redaction import SECRET_FILTER
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -43,6 +44,10 @@ class ModelAccess:
     model: str
     api_key: str | None = None
     api_base: str | None = None
+
+    def __post_init__(self) -> None:
+        # LiteLLM logs each call's arguments at DEBUG; its log lines must not carry the key.
+        SECRET_FILTER.add(self.api_key)
 
     def litellm_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for LiteLLM calls (only the ones that are set)."""
@@ -193,7 +198,14 @@ MAX_RETRY_DELAY = 5.0
 
 
 def is_retryable(err: BaseException) -> bool:
-    """Rate limits, server errors and dropped connections may pass; the rest will not."""
+    """Rate limits, server errors and dropped connections may pass; the rest will not.
+
+    A 408 is the provider saying the request took too long on its side: like a 503 it
+    usually passes, so it is retried. Our own client timeout is not: the person has
+    already waited the whole request timeout once.
+    """
+    if _provider_status(_chain(err)) == 408:
+        return True
     return classify_error(err) in RETRYABLE_KINDS
 
 
@@ -210,6 +222,18 @@ def retry_delay(err: BaseException, attempt: int) -> float:
     except ValueError:
         asked = 0.5 * 2**attempt
     return max(0.0, min(asked, MAX_RETRY_DELAY))
+
+
+def redacted_error(err: BaseException) -> ModelError:
+    """The failure as a ModelError whose text holds no API key this process knows.
+
+    LangGraph stores the exception of a failed node in the checkpoint (threads.db) and
+    logs it at DEBUG, and some providers echo the refused key in their error text.
+    """
+    if isinstance(err, ModelError):
+        return err
+    detail = SECRET_FILTER.redact(f"{type(err).__name__}: {err}")
+    return ModelError(classify_error(err), detail[:500])
 
 
 def to_model_error(err: BaseException, access: ModelAccess) -> ModelError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
 import logging
 import sqlite3
@@ -35,7 +35,6 @@ from .knowledge import (
     forget_knowledge,
     search_knowledge_tool,
 )
-from .log_redaction import redact_in_logs
 from .memory import MemoryScope, memory_block, memory_tools, recall
 from .model import (
     ModelAccess,
@@ -65,6 +64,8 @@ _CLOSE_WAIT = 5.0
 
 # Conversations kept when they fell back to memory (least recently used go first).
 _MEMORY_THREADS = 200
+# Seconds running turns get to finish when the runtime closes, before they are cancelled.
+CLOSE_GRACE = 5.0
 
 
 class _StorageFailure(Exception):
@@ -143,7 +144,6 @@ class AgentRuntime:
         Home Assistant run forever.
         """
         self.access = access
-        redact_in_logs(access.api_key)
         self.checkpointer = checkpointer
         self.store = store
         self._graphs = build_graphs(checkpointer)
@@ -161,6 +161,10 @@ class AgentRuntime:
         self.storage_failed = False
         # Told once when that happens (the integration raises a repair issue).
         self.on_storage_error: Callable[[Exception], None] | None = None
+        # Turns running now (their tasks, and a future set when each turn is over), and
+        # whether the runtime is closing (see aclose).
+        self._running: dict[asyncio.Task[Any], asyncio.Future[None]] = {}
+        self._closing = False
 
     def chat_model(self, settings: ModelSettings) -> BaseChatModel:
         """The main model: one client per distinct settings, reused by every turn."""
@@ -292,11 +296,11 @@ class AgentRuntime:
                 "Could not learn memories from a conversation (%s)", classify_error(err)
             )
 
-    async def async_close(self) -> None:
-        """Wait briefly for memory extraction still running, then cancel what is left."""
+    async def wait_background(self, timeout: float = _CLOSE_WAIT) -> None:
+        """Wait up to `timeout` for memory extraction still running, then cancel the rest."""
         if not self._background:
             return
-        _done, pending = await asyncio.wait(set(self._background), timeout=_CLOSE_WAIT)
+        _done, pending = await asyncio.wait(set(self._background), timeout=timeout)
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
@@ -328,7 +332,7 @@ class AgentRuntime:
             knowledge,
             roles=roles,
         )
-        async with self._lock(turn.thread_id):
+        async with self._lock(turn.thread_id), self._tracked():
             await self._touch_thread(turn.thread_id)
             started = False
             try:
@@ -342,6 +346,40 @@ class AgentRuntime:
                 self._continue_in_memory(failure.error)
             async for event in self._turn_events(turn, config, context):
                 yield event
+
+    @asynccontextmanager
+    async def _tracked(self) -> AsyncIterator[None]:
+        """Register the running turn so aclose can wait for it (or cancel it)."""
+        task = asyncio.current_task()
+        over: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if task is not None:
+            self._running[task] = over
+        try:
+            yield
+        finally:
+            if task is not None:
+                self._running.pop(task, None)
+            over.set_result(None)
+
+    async def aclose(self, grace: float = CLOSE_GRACE) -> None:
+        """Before the storage closes (unload, stop): end every running turn cleanly.
+
+        Turns get `grace` seconds to finish; the rest are cancelled and remove what they
+        had added to their thread while the file is still open (otherwise the thread
+        would keep a request without an answer). Their users hear that the agent stopped.
+        Memory extraction still running gets its own few seconds.
+        """
+        self._closing = True
+        running = dict(self._running)
+        if running:
+            _, late = await asyncio.wait(running.values(), timeout=grace)
+            for task, over in running.items():
+                if over in late:
+                    task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=grace)
+        # Memory extraction of the turns that finished writes to memory.db too.
+        await self.wait_background()
 
     def _continue_in_memory(self, error: Exception) -> None:
         """Conversations from now on live in memory; what the file holds stays there."""
@@ -406,6 +444,11 @@ class AgentRuntime:
         except BaseException as err:
             if before is not None:
                 await self._forget_turn(config, before)
+            if isinstance(err, asyncio.CancelledError) and self._closing:
+                # aclose cancelled this turn: the user is told instead of cut off.
+                if (task := asyncio.current_task()) is not None:
+                    task.uncancel()
+                raise TurnError("unloading", "stopped while unloading") from None
             if isinstance(err, sqlite3.Error):
                 raise _StorageFailure(err) from err
             if isinstance(err, GraphRecursionError):
