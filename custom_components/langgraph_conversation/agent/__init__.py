@@ -16,6 +16,8 @@ import os
 import threading
 from typing import Any
 
+from . import redaction
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
 os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
@@ -47,8 +49,6 @@ finally:
     freeze_long_lived_objects()
     if _COLLECTING:
         gc.enable()
-
-from . import redaction
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
