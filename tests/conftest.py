@@ -91,18 +91,17 @@ def agent_options(agent_overrides: dict[str, Any]) -> dict[str, Any]:
     return {**DEFAULT_AGENT_OPTIONS, **agent_overrides}
 
 
-@pytest.fixture
-def config_entry(
-    hass: HomeAssistant, openai_server: FakeOpenAIServer, agent_options: dict[str, Any]
+def add_test_entry(
+    hass: HomeAssistant, api_base: str, agent_options: dict[str, Any]
 ) -> MockConfigEntry:
-    """A config entry for the OpenAI-compatible fake, with one conversation agent."""
+    """An OpenAI-compatible entry at `api_base` with one conversation agent, added to hass."""
     entry = MockConfigEntry(
         domain=DOMAIN,
         title=f"openai/{TEST_MODEL}",
         data={
             CONF_MODEL: f"openai/{TEST_MODEL}",
             CONF_API_KEY: TEST_KEY,
-            CONF_API_BASE: openai_server.api_base,
+            CONF_API_BASE: api_base,
         },
         subentries_data=[
             ConfigSubentryData(
@@ -115,6 +114,14 @@ def config_entry(
     )
     entry.add_to_hass(hass)
     return entry
+
+
+@pytest.fixture
+def config_entry(
+    hass: HomeAssistant, openai_server: FakeOpenAIServer, agent_options: dict[str, Any]
+) -> MockConfigEntry:
+    """A config entry for the OpenAI-compatible fake, with one conversation agent."""
+    return add_test_entry(hass, openai_server.api_base, agent_options)
 
 
 @pytest.fixture

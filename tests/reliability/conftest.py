@@ -18,11 +18,7 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.const import (
-    CONF_API_BASE,
-    CONF_API_KEY,
-    CONF_MODEL,
     DOMAIN,
-    SUBENTRY_CONVERSATION,
 )
 from custom_components.langgraph_conversation.diagnostics import (
     async_get_config_entry_diagnostics,
@@ -30,12 +26,11 @@ from custom_components.langgraph_conversation.diagnostics import (
 from custom_components.langgraph_conversation.storage.threads import thread_id_for
 from homeassistant.components import conversation
 from homeassistant.components.conversation.trace import async_get_traces
-from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.const import MATCH_ALL
 from homeassistant.core import Context, CoreState, Event, HomeAssistant, ServiceCall
 from homeassistant.helpers import chat_session, intent
 
-from ..conftest import TEST_KEY, TEST_MODEL, agent_entity_id
+from ..conftest import TEST_KEY, add_test_entry, agent_entity_id
 from ..fakes import FakeOpenAIServer, FakeResolver
 
 # The sentences users hear, straight from the translations Home Assistant loads.
@@ -85,25 +80,7 @@ def config_entry(
     agent_options: dict[str, Any],
 ) -> MockConfigEntry:
     """The shared test entry, but reaching the fake server through the fake host name."""
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        title=f"openai/{TEST_MODEL}",
-        data={
-            CONF_MODEL: f"openai/{TEST_MODEL}",
-            CONF_API_KEY: TEST_KEY,
-            CONF_API_BASE: resolver.url(openai_server.port),
-        },
-        subentries_data=[
-            ConfigSubentryData(
-                data=agent_options,
-                subentry_type=SUBENTRY_CONVERSATION,
-                title="Test agent",
-                unique_id=None,
-            )
-        ],
-    )
-    entry.add_to_hass(hass)
-    return entry
+    return add_test_entry(hass, resolver.url(openai_server.port), agent_options)
 
 
 async def ask(
