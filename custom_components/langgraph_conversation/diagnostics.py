@@ -19,7 +19,7 @@ from .persistence import DATA_STORAGE
 TO_REDACT = {CONF_API_KEY, CONF_EMBEDDING_API_KEY}
 # What people wrote for an agent: shown as its length only.
 _TEXTS = {CONF_PROMPT, CONF_BASE_PROMPT}
-_PACKAGES = ("litellm", "langchain-litellm", "langgraph", "langchain-core", "aiosqlite", "pypdf")
+_PACKAGES = ("litellm", "langchain-litellm", "langgraph", "langchain-core", "pypdf")
 
 
 def _package_version(name: str) -> str | None:

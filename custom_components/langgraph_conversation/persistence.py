@@ -4,7 +4,7 @@ Memories are about people, not models: every entry (an OpenAI one, an Ollama one
 and writes the same `memory.db`; conversations (LangGraph threads, keyed by agent and
 conversation id) live in `threads.db`. One file has one connection, so the files are opened by
 the first entry that sets up, shared, and closed when the last entry unloads or Home
-Assistant stops (aiosqlite's threads would otherwise hold up the shutdown).
+Assistant stops (the files' threads would otherwise hold up the shutdown).
 
 A file that cannot be opened does not stop the agents: they answer without it, and a
 repair issue says what is wrong. Nothing stored is ever deleted to recover. A file that

@@ -6,6 +6,7 @@ two runs of the same scenario could not be compared value for value.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,8 +18,6 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
-
-from custom_components.langgraph_conversation.storage.sqlite import close_connection
 
 
 def human(turn: int, text: str = "") -> HumanMessage:
@@ -80,4 +79,8 @@ async def reference_saver(path: Path) -> AsyncIterator[AsyncSqliteSaver]:
         await saver.setup()
         yield saver
     finally:
-        await close_connection(connection)
+        await connection.close()
+        # aiosqlite's worker thread ends a moment after close() returns; joined, so that no
+        # thread outlives the test (Home Assistant's harness checks).
+        if (worker := getattr(connection, "_thread", None)) is not None:
+            await asyncio.to_thread(worker.join)

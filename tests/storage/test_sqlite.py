@@ -9,7 +9,6 @@ from pathlib import Path
 import shutil
 import sqlite3
 
-import aiosqlite
 import pytest
 
 from custom_components.langgraph_conversation.storage.sqlite import (
@@ -18,8 +17,8 @@ from custom_components.langgraph_conversation.storage.sqlite import (
 )
 
 
-async def _create_notes(connection: aiosqlite.Connection) -> None:
-    await connection.execute("CREATE TABLE notes (text TEXT NOT NULL)")
+def _create_notes(connection: sqlite3.Connection) -> None:
+    connection.execute("CREATE TABLE notes (text TEXT NOT NULL)")
 
 
 class Events:
@@ -45,8 +44,9 @@ async def database(path: Path) -> AsyncIterator[SqliteDatabase]:
 
 
 async def _add(database: SqliteDatabase, text: str) -> None:
-    async with database.write() as connection:
-        await connection.execute("INSERT INTO notes (text) VALUES (?)", (text,))
+    await database.write(
+        lambda connection: connection.execute("INSERT INTO notes (text) VALUES (?)", (text,))
+    )
 
 
 def _notes_on_disk(path: Path) -> list[str]:
@@ -72,8 +72,10 @@ async def test_deleted_file_is_written_back_at_close(path: Path) -> None:
     events = Events(database)
     await _add(database, "kept")
     await asyncio.to_thread(path.unlink)
-    async with database.read() as connection:
-        assert await connection.execute_fetchall("SELECT text FROM notes") == [("kept",)]
+    notes = await database.read(
+        lambda connection: connection.execute("SELECT text FROM notes").fetchall()
+    )
+    assert notes == [("kept",)]
     await database.close()
     assert events.seen == ["restore"]
     assert await asyncio.to_thread(_notes_on_disk, path) == ["kept"]
@@ -101,8 +103,7 @@ async def test_replaced_file_is_never_written(
     assert database.broken is not None
     # Reads are refused too: they would show data that is no longer the file's.
     with pytest.raises(sqlite3.DatabaseError, match="not used after this error"):
-        async with database.read():
-            pass
+        await database.read(lambda connection: None)
     assert len(events.seen) == 2
     assert all(seen.startswith("failure: ") for seen in events.seen)
     assert "replaced by another file" in events.seen[0]
@@ -120,8 +121,7 @@ async def test_lock_is_reported_once_it_fails_and_when_it_works_again(
         holder.execute("BEGIN EXCLUSIVE")
         return holder
 
-    async with database.write() as connection:
-        await connection.execute("PRAGMA busy_timeout = 0")
+    await database.write(lambda connection: connection.execute("PRAGMA busy_timeout = 0"))
     holder = await asyncio.to_thread(lock)
     try:
         with pytest.raises(sqlite3.OperationalError, match="locked"):

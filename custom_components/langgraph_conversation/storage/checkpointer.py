@@ -1,4 +1,4 @@
-"""LangGraph checkpoints in SQLite through aiosqlite, with retention.
+"""LangGraph checkpoints in SQLite, with retention.
 
 Schema (version 1):
 
@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 import json
 from pathlib import Path
 import random
+import sqlite3
 from typing import Any, NoReturn, Self
 
-import aiosqlite
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -43,10 +43,10 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from .sqlite import Migration, SqliteDatabase
 
 
-async def _create_schema_v1(connection: aiosqlite.Connection) -> None:
+def _create_schema_v1(connection: sqlite3.Connection) -> None:
     # Plain rowid tables: channel values can be large, and SQLite advises WITHOUT ROWID
     # only for small rows.
-    await connection.execute(
+    connection.execute(
         """
         CREATE TABLE checkpoints (
             thread_id TEXT NOT NULL,
@@ -63,10 +63,10 @@ async def _create_schema_v1(connection: aiosqlite.Connection) -> None:
         )
         """
     )
-    await connection.execute(
+    connection.execute(
         "CREATE INDEX checkpoints_by_run ON checkpoints (run_id) WHERE run_id IS NOT NULL"
     )
-    await connection.execute(
+    connection.execute(
         """
         CREATE TABLE channel_blobs (
             thread_id TEXT NOT NULL,
@@ -79,7 +79,7 @@ async def _create_schema_v1(connection: aiosqlite.Connection) -> None:
         )
         """
     )
-    await connection.execute(
+    connection.execute(
         """
         CREATE TABLE checkpoint_writes (
             thread_id TEXT NOT NULL,
@@ -207,25 +207,27 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint `config` names, or the thread's newest one without a checkpoint_id."""
         thread_id, checkpoint_ns, checkpoint_id = _address(config)
-        async with self._database.read() as connection:
+
+        def read(connection: sqlite3.Connection) -> tuple[_Row, list[_Row], list[_Row]] | None:
             if checkpoint_id is None:
-                rows = await connection.execute_fetchall(
+                row = connection.execute(
                     f"SELECT {_READ_COLUMNS} FROM checkpoints"
                     " WHERE thread_id = ? AND checkpoint_ns = ?"
                     " ORDER BY checkpoint_id DESC LIMIT 1",
                     (thread_id, checkpoint_ns),
-                )
+                ).fetchone()
             else:
-                rows = await connection.execute_fetchall(
+                row = connection.execute(
                     f"SELECT {_READ_COLUMNS} FROM checkpoints"
                     " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                     (thread_id, checkpoint_ns, checkpoint_id),
-                )
-            row = next(iter(rows), None)
+                ).fetchone()
             if row is None:
                 return None
-            blobs, writes = await _read_values_and_writes(connection, row)
-        return self._build_tuple(row, blobs, writes)
+            return row, *_read_values_and_writes(connection, row)
+
+        found = await self._database.read(read)
+        return None if found is None else self._build_tuple(*found)
 
     async def alist(
         self,
@@ -263,8 +265,9 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         if limit is not None and not filter:
             query += " LIMIT ?"
             params.append(limit)
-        async with self._database.read() as connection:
-            candidates = await connection.execute_fetchall(query, params)
+        candidates = await self._database.read(
+            lambda connection: connection.execute(query, params).fetchall()
+        )
 
         remaining = limit
         for thread_id, checkpoint_ns, checkpoint_id, metadata_json in candidates:
@@ -368,18 +371,22 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
             _to_json({channel: str(v) for channel, v in checkpoint["channel_versions"].items()}),
             _to_json(stored_metadata),
         )
-        async with self._database.write() as connection:
-            await connection.executemany(
+        keep_last = self._retention[0]
+
+        def write(connection: sqlite3.Connection) -> None:
+            connection.executemany(
                 f"INSERT OR REPLACE INTO channel_blobs ({_BLOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
                 blob_rows,
             )
-            await connection.execute(
+            connection.execute(
                 f"INSERT OR REPLACE INTO checkpoints ({_CHECKPOINT_COLUMNS})"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 checkpoint_row,
             )
-            if (keep_last := self._retention[0]) is not None:
-                await _keep_newest(connection, thread_id, checkpoint_ns, keep_last)
+            if keep_last is not None:
+                _keep_newest(connection, thread_id, checkpoint_ns, keep_last)
+
+        await self._database.write(write)
         return _config(thread_id, checkpoint_ns, checkpoint_id)
 
     async def aput_writes(
@@ -413,11 +420,14 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
             )
             (keep_latest if idx < 0 else keep_first).append(row)
         insert = f"INTO checkpoint_writes ({_WRITE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        async with self._database.write() as connection:
+
+        def write(connection: sqlite3.Connection) -> None:
             if keep_first:
-                await connection.executemany(f"INSERT OR IGNORE {insert}", keep_first)
+                connection.executemany(f"INSERT OR IGNORE {insert}", keep_first)
             if keep_latest:
-                await connection.executemany(f"INSERT OR REPLACE {insert}", keep_latest)
+                connection.executemany(f"INSERT OR REPLACE {insert}", keep_latest)
+
+        await self._database.write(write)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """A zero-padded counter (text order is numeric order) and a random fraction.
@@ -438,20 +448,22 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and channel value of a thread."""
-        async with self._database.write() as connection:
-            await _delete_threads(connection, [thread_id])
+        await self._database.write(lambda connection: _delete_threads(connection, [thread_id]))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints that runs created, with their writes and unused values."""
         if not run_ids:
             return
-        async with self._database.write() as connection:
-            keys = await connection.execute_fetchall(
+
+        def delete(connection: sqlite3.Connection) -> None:
+            keys = connection.execute(
                 "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints"
                 " WHERE run_id IN (SELECT value FROM json_each(?))",
                 (json.dumps(list(run_ids)),),
-            )
-            await _delete_checkpoints(connection, keys)
+            ).fetchall()
+            _delete_checkpoints(connection, keys)
+
+        await self._database.write(delete)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's checkpoints, writes and values to another thread id.
@@ -461,18 +473,21 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         """
         if source_thread_id == target_thread_id:
             return
-        async with self._database.write() as connection:
+
+        def copy(connection: sqlite3.Connection) -> None:
             for table, columns in (
                 ("checkpoints", _CHECKPOINT_COLUMNS),
                 ("channel_blobs", _BLOB_COLUMNS),
                 ("checkpoint_writes", _WRITE_COLUMNS),
             ):
                 other_columns = columns.removeprefix("thread_id, ")
-                await connection.execute(
+                connection.execute(
                     f"INSERT OR REPLACE INTO {table} ({columns})"
                     f" SELECT ?, {other_columns} FROM {table} WHERE thread_id = ?",
                     (target_thread_id, source_thread_id),
                 )
+
+        await self._database.write(copy)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Shrink threads: "keep_latest" keeps each namespace's newest checkpoint, "delete" all."""
@@ -480,17 +495,20 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
             raise ValueError(f"Unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
         if not thread_ids:
             return
-        async with self._database.write() as connection:
+
+        def prune(connection: sqlite3.Connection) -> None:
             if strategy == "delete":
-                await _delete_threads(connection, thread_ids)
+                _delete_threads(connection, thread_ids)
                 return
-            namespaces = await connection.execute_fetchall(
+            namespaces = connection.execute(
                 "SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints"
                 " WHERE thread_id IN (SELECT value FROM json_each(?))",
                 (json.dumps(list(thread_ids)),),
-            )
+            ).fetchall()
             for thread_id, checkpoint_ns in namespaces:
-                await _keep_newest(connection, thread_id, checkpoint_ns, 1)
+                _keep_newest(connection, thread_id, checkpoint_ns, 1)
+
+        await self._database.write(prune)
 
     async def adelete_threads_idle_since(self, cutoff: datetime) -> int:
         """Delete the threads whose newest checkpoint is older than `cutoff`; returns how many.
@@ -499,21 +517,23 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         """
         if cutoff.tzinfo is None:
             cutoff = cutoff.replace(tzinfo=UTC)
-        async with self._database.write() as connection:
-            rows = await connection.execute_fetchall(
+
+        def delete(connection: sqlite3.Connection) -> int:
+            rows = connection.execute(
                 "SELECT thread_id FROM checkpoints GROUP BY thread_id HAVING MAX(created_at) < ?",
                 (cutoff.timestamp(),),
-            )
-            thread_ids = [thread_id for (thread_id,) in rows]
-            await _delete_threads(connection, thread_ids)
-        return len(thread_ids)
+            ).fetchall()
+            _delete_threads(connection, [thread_id for (thread_id,) in rows])
+            return len(rows)
+
+        return await self._database.write(delete)
 
     # --- diagnostics ---
 
     async def stats(self) -> dict[str, int]:
         """Sizes for diagnostics: row counts and bytes, never contents."""
-        async with self._database.read() as connection:
-            rows = await connection.execute_fetchall(
+        row = await self._database.read(
+            lambda connection: connection.execute(
                 "SELECT"
                 " (SELECT COUNT(DISTINCT thread_id) FROM checkpoints),"
                 " (SELECT COUNT(*) FROM checkpoints),"
@@ -522,8 +542,9 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
                 " (SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()),"
                 " (SELECT freelist_count * page_size"
                 "  FROM pragma_freelist_count(), pragma_page_size())"
-            )
-        threads, checkpoints, writes, blobs, size_bytes, free_bytes = next(iter(rows))
+            ).fetchone()
+        )
+        threads, checkpoints, writes, blobs, size_bytes, free_bytes = row
         return {
             "schema_version": self._database.schema_version,
             "threads": threads,
@@ -536,7 +557,7 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
 
     # --- the sync API ---
     # LangGraph calls these only from sync entry points (graph.invoke, get_state, ...). Such
-    # a call made on the event loop thread would have to wait for aiosqlite, whose result
+    # a call made on the event loop thread would have to wait for the file's thread, whose result
     # is delivered by that same, now blocked, loop: a deadlock. Refusing them outright
     # turns that hang into an immediate, clear error.
     get_tuple = _refuse_sync
@@ -585,55 +606,53 @@ def _matches(metadata: dict[str, Any], filter: dict[str, Any]) -> bool:
     return all(metadata.get(key) == value for key, value in filter.items())
 
 
-async def _read_values_and_writes(
-    connection: aiosqlite.Connection, row: _Row
-) -> tuple[Iterable[_Row], Iterable[_Row]]:
+def _read_values_and_writes(
+    connection: sqlite3.Connection, row: _Row
+) -> tuple[list[_Row], list[_Row]]:
     """A checkpoint row's channel values (as stored) and pending writes, in LangGraph order."""
     thread_id, checkpoint_ns, checkpoint_id, *_, channel_versions, _metadata = row
-    blobs = await connection.execute_fetchall(
+    blobs = connection.execute(
         "SELECT b.channel, b.value_type, b.value FROM json_each(?) AS v"
         " JOIN channel_blobs AS b ON b.thread_id = ? AND b.checkpoint_ns = ?"
         " AND b.channel = v.key AND b.version = v.value"
         " WHERE b.value_type != ?",
         (channel_versions, thread_id, checkpoint_ns, _EMPTY),
-    )
+    ).fetchall()
     # `writes_sort_key` order: the order in which LangGraph applies a step's writes.
-    writes = await connection.execute_fetchall(
+    writes = connection.execute(
         "SELECT task_id, channel, value_type, value FROM checkpoint_writes"
         " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
         " ORDER BY task_path, task_id, idx",
         (thread_id, checkpoint_ns, checkpoint_id),
-    )
+    ).fetchall()
     return blobs, writes
 
 
-async def _keep_newest(
-    connection: aiosqlite.Connection, thread_id: str, checkpoint_ns: str, keep: int
+def _keep_newest(
+    connection: sqlite3.Connection, thread_id: str, checkpoint_ns: str, keep: int
 ) -> None:
     """Delete all but the newest `keep` checkpoints of one namespace of a thread."""
-    older = await connection.execute_fetchall(
+    older = connection.execute(
         "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints"
         " WHERE thread_id = ? AND checkpoint_ns = ?"
         " ORDER BY checkpoint_id DESC LIMIT -1 OFFSET ?",
         (thread_id, checkpoint_ns, keep),
-    )
+    ).fetchall()
     if not older:
         return
-    await _delete_checkpoints(connection, older)
+    _delete_checkpoints(connection, older)
     # Writes can also arrive after their checkpoint was deleted (LangGraph submits a task's
     # writes and the next checkpoint at once, in no fixed order). Checkpoint ids grow with
     # time, so such strays sort at or below the newest deleted id, under every kept one.
     newest_deleted = older[0][2]
-    await connection.execute(
+    connection.execute(
         "DELETE FROM checkpoint_writes"
         " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id <= ?",
         (thread_id, checkpoint_ns, newest_deleted),
     )
 
 
-async def _delete_checkpoints(
-    connection: aiosqlite.Connection, keys: Iterable[_CheckpointKey]
-) -> None:
+def _delete_checkpoints(connection: sqlite3.Connection, keys: Iterable[_CheckpointKey]) -> None:
     """Delete checkpoints and their writes, then the values no remaining checkpoint uses.
 
     Only the deleted checkpoints' writes go: writes stored ahead of their checkpoint (see
@@ -642,17 +661,17 @@ async def _delete_checkpoints(
     keys = list(keys)
     if not keys:
         return
-    await connection.executemany(
+    connection.executemany(
         "DELETE FROM checkpoint_writes"
         " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
         keys,
     )
-    await connection.executemany(
+    connection.executemany(
         "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
         keys,
     )
     for thread_id, checkpoint_ns in {(key[0], key[1]) for key in keys}:
-        await connection.execute(
+        connection.execute(
             "WITH used AS ("
             "  SELECT DISTINCT v.key AS channel, v.value AS version"
             "  FROM checkpoints AS c, json_each(c.channel_versions) AS v"
@@ -663,7 +682,7 @@ async def _delete_checkpoints(
         )
 
 
-async def _delete_threads(connection: aiosqlite.Connection, thread_ids: Iterable[str]) -> None:
+def _delete_threads(connection: sqlite3.Connection, thread_ids: Iterable[str]) -> None:
     params = [(thread_id,) for thread_id in thread_ids]
     for table in ("checkpoint_writes", "channel_blobs", "checkpoints"):
-        await connection.executemany(f"DELETE FROM {table} WHERE thread_id = ?", params)
+        connection.executemany(f"DELETE FROM {table} WHERE thread_id = ?", params)

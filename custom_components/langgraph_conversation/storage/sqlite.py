@@ -1,8 +1,14 @@
-"""One SQLite file behind one aiosqlite connection: pragmas, schema versions, transactions.
+"""One SQLite file on one connection thread: pragmas, schema versions, transactions.
 
-Everything here runs on the event loop without blocking it: aiosqlite executes each
-statement on the connection's own worker thread, and filesystem calls (creating the parent
-directory, checking the file is still there) go to a worker thread.
+A transaction is one plain function of a `sqlite3.Connection`; `read` and `write` run it
+whole on the file's own thread and await the result, so the event loop never blocks and a
+transaction costs one thread round trip however many statements it has.
+
+Why not aiosqlite: it sends every statement (BEGIN, each execute, each fetch, COMMIT) to its
+thread separately, and each round trip wakes the event loop. A LangGraph checkpoint took
+about ten of them; a text turn about fifty, which was a quarter of the integration's
+per-turn overhead on Home Assistant's loop. aiosqlite has no public way to run a function
+on its thread, and a thread pool of one worker from the standard library does exactly that.
 
 Faults of the file (locked by another program, disk full, read-only, corrupted, deleted)
 are the caller's to report: `on_failure` hears of every failed transaction and
@@ -19,14 +25,13 @@ only this layer can do it without losing anything:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 import logging
 import os
 from pathlib import Path
 import sqlite3
-
-import aiosqlite
+from typing import Any
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -43,7 +48,7 @@ _PRAGMAS = (
 # A migration brings the schema from version N to N + 1 (index N in the sequence). It runs
 # inside the write transaction that also records the new version, so it applies entirely or
 # not at all.
-type Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
+type Migration = Callable[[sqlite3.Connection], None]
 
 
 class SchemaVersionError(sqlite3.DatabaseError):
@@ -85,30 +90,115 @@ class _BrokenError(sqlite3.DatabaseError):
     """The database was closed to writes after damage; `reopen` it."""
 
 
-class SqliteDatabase:
-    """An open SQLite file: one connection, one lock, explicit transactions.
+class _Connection:
+    """The thread's side: the sqlite3 connection and what runs on it.
 
-    A single connection sees its own uncommitted changes, so reads take the same lock as
-    writes: nobody reads a half-written transaction, and `BEGIN IMMEDIATE` never meets a
-    transaction another coroutine left open on the shared connection.
+    Every method runs on the database's one worker thread (the sqlite3 connection refuses
+    any other thread), one call at a time, in the order they were submitted.
     """
 
-    def __init__(
-        self,
-        connection: aiosqlite.Connection,
-        schema_version: int,
-        *,
-        path: Path,
-        identity: _Identity | None,
-        migrations: Sequence[Migration],
-    ) -> None:
-        """Use `open`, which connects and migrates."""
-        self.schema_version = schema_version
+    def __init__(self, path: Path, migrations: Sequence[Migration]) -> None:
         self.path = path
-        self._connection: aiosqlite.Connection | None = connection
-        self._identity = identity
-        self._migrations = migrations
-        self._lock = asyncio.Lock()
+        self.migrations = migrations
+        self.connection: sqlite3.Connection | None = None
+        self.identity: _Identity | None = None
+        self.schema_version = 0
+
+    def connect(self) -> None:
+        """Open the file (creating it and its directory), configured and migrated."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: the sqlite3 module never opens transactions on its own;
+        # every transaction is an explicit BEGIN ... COMMIT.
+        connection = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            for pragma in _PRAGMAS:
+                connection.execute(pragma)
+            version = _migrate(connection, self.path, self.migrations)
+            identity = _file_identity(self.path)
+        except BaseException:
+            connection.close()
+            raise
+        old, self.connection = self.connection, connection
+        self.schema_version, self.identity = version, identity
+        if old is not None:
+            old.close()
+
+    def transact(self, begin: str, work: Callable[[sqlite3.Connection], Any]) -> tuple[Any, bool]:
+        """Run `work` in a transaction; returns its result and whether the file was restored."""
+        if self.connection is None:
+            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+        restored = begin != "BEGIN DEFERRED" and self.check_file()
+        connection = self.connection
+        connection.execute(begin)
+        try:
+            result = work(connection)
+            connection.execute("COMMIT")
+        except BaseException:
+            try:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+            except sqlite3.Error as rollback_error:
+                _LOGGER.debug("Rollback on %s failed: %s", self.path, rollback_error)
+            raise
+        return result, restored
+
+    def check_file(self) -> bool:
+        """Before writing: the file at the path must still be the one we have open.
+
+        Returns whether it had been deleted and was written back.
+        """
+        identity = _file_identity(self.path)
+        if identity == self.identity:
+            return False
+        if identity is not None:
+            raise FileReplacedError(
+                f"{self.path} was replaced by another file while in use; reload to use it"
+            )
+        self.restore()
+        return True
+
+    def restore(self) -> None:
+        """The file was deleted while open: write it back from the connection, move to it."""
+        assert self.connection is not None
+        _LOGGER.warning("%s was deleted while in use; writing it back", self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_name(f"{self.path.name}.restoring")
+        partial.unlink(missing_ok=True)
+        # VACUUM INTO copies the whole database, as this connection sees it, to a new file.
+        self.connection.execute("VACUUM INTO ?", (str(partial),))
+        os.replace(partial, self.path)
+        self.connect()
+
+    def close(self, check: bool) -> bool:
+        """Close the connection (after checking the file); whether it was written back."""
+        restored = False
+        if self.connection is None:
+            return restored
+        if check:
+            # A file deleted since the last write would vanish with the connection.
+            try:
+                restored = self.check_file()
+            except (OSError, sqlite3.Error) as err:
+                _LOGGER.warning("Could not check %s before closing it: %s", self.path, err)
+        connection, self.connection = self.connection, None
+        connection.close()
+        return restored
+
+
+class SqliteDatabase:
+    """An open SQLite file: one connection on one thread, one transaction at a time.
+
+    The thread runs one function at a time in submission order, so transactions never
+    interleave: nobody reads a half-written transaction, and `BEGIN IMMEDIATE` never meets
+    a transaction another coroutine left open on the shared connection. A caller
+    cancelled while its transaction runs does not stop it: the transaction ends whole
+    (committed, or rolled back if it fails), never half done.
+    """
+
+    def __init__(self, side: _Connection, worker: ThreadPoolExecutor) -> None:
+        """Use `open`, which connects and migrates."""
+        self._side = side
+        self._worker: ThreadPoolExecutor | None = worker
         # Set after damage: the connection is not used again until `reopen`.
         self._broken: sqlite3.Error | None = None
         self._failing = False
@@ -120,8 +210,24 @@ class SqliteDatabase:
     async def open(cls, path: str | Path, migrations: Sequence[Migration]) -> SqliteDatabase:
         """Open (creating if needed) the file at `path` and bring its schema up to date."""
         path = Path(path)
-        connection, version, identity = await _connect(path, migrations)
-        return cls(connection, version, path=path, identity=identity, migrations=migrations)
+        side = _Connection(path, migrations)
+        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"sqlite-{path.name}")
+        try:
+            await asyncio.get_running_loop().run_in_executor(worker, side.connect)
+        except BaseException:
+            await _shut_down(worker)
+            raise
+        return cls(side, worker)
+
+    @property
+    def path(self) -> Path:
+        """Where the file is."""
+        return self._side.path
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version the file has."""
+        return self._side.schema_version
 
     @property
     def broken(self) -> sqlite3.Error | None:
@@ -135,63 +241,43 @@ class SqliteDatabase:
 
     async def reopen(self) -> None:
         """Connect to the file at the path afresh (after damage was repaired)."""
-        async with self._lock:
-            connection, version, identity = await _connect(self.path, self._migrations)
-            old, self._connection = self._connection, connection
-            self.schema_version, self._identity, self._broken = version, identity, None
-            self._failing = False
-            if old is not None:
-                await close_connection(old)
+        await self._call(self._side.connect)
+        self._broken = None
+        self._failing = False
 
-    @asynccontextmanager
-    async def read(self) -> AsyncIterator[aiosqlite.Connection]:
-        """A read transaction: the statements inside see one consistent state of the file."""
-        async with self._transaction("BEGIN DEFERRED") as connection:
-            yield connection
+    async def read[T](self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` in a read transaction: its statements see one state of the file."""
+        return await self._transaction("BEGIN DEFERRED", work)
 
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """A write transaction, committed when the block ends, rolled back if it raises."""
-        async with self._transaction("BEGIN IMMEDIATE") as connection:
-            yield connection
+    async def write[T](self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` in a write transaction, committed if it returns, rolled back if it raises."""
+        return await self._transaction("BEGIN IMMEDIATE", work)
 
-    @asynccontextmanager
-    async def _transaction(self, begin: str) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            if self._connection is None:
-                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
-            try:
-                if self._broken is not None:
-                    raise _BrokenError(
-                        f"{self.path} is not used after this error, until it is reopened: "
-                        f"{self._broken}"
-                    )
-                if begin != "BEGIN DEFERRED":
-                    await self._check_file()
-            except sqlite3.Error as err:
+    async def _transaction[T](self, begin: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        if self._broken is not None:
+            error = _BrokenError(
+                f"{self.path} is not used after this error, until it is reopened: {self._broken}"
+            )
+            self._failed(error)
+            raise error
+        try:
+            result, restored = await self._call(self._side.transact, begin, work)
+        except sqlite3.Error as err:
+            if is_file_fault(err):
                 self._failed(err)
-                raise
-            connection = self._connection
-            try:
-                await connection.execute(begin)
-                yield connection
-                await connection.commit()
-            except BaseException as err:
-                # Also on cancellation, even one that interrupts BEGIN itself: the
-                # connection's thread runs statements in the order they were queued, so
-                # this rollback always comes after whatever is still pending, and nothing
-                # stays open for the next transaction to trip over.
-                try:
-                    await connection.rollback()
-                except sqlite3.Error as rollback_error:
-                    _LOGGER.debug("Rollback on %s failed: %s", self.path, rollback_error)
-                if isinstance(err, sqlite3.Error) and is_file_fault(err):
-                    self._failed(err)
-                raise
-            if self._failing:
-                self._failing = False
-                if self.on_recovery is not None:
-                    self.on_recovery()
+            raise
+        if restored and self.on_restore is not None:
+            self.on_restore()
+        if self._failing:
+            self._failing = False
+            if self.on_recovery is not None:
+                self.on_recovery()
+        return result
+
+    async def _call[T](self, function: Callable[..., T], *args: Any) -> T:
+        if self._worker is None:
+            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+        return await asyncio.get_running_loop().run_in_executor(self._worker, function, *args)
 
     def _failed(self, error: sqlite3.Error) -> None:
         name = getattr(error, "sqlite_errorname", None) or ""
@@ -206,61 +292,24 @@ class SqliteDatabase:
         if self.on_failure is not None:
             self.on_failure(error)
 
-    async def _check_file(self) -> None:
-        """Before writing: the file at the path must still be the one we have open."""
-        identity = await asyncio.to_thread(_file_identity, self.path)
-        if identity == self._identity:
-            return
-        if identity is not None:
-            raise FileReplacedError(
-                f"{self.path} was replaced by another file while in use; reload to use it"
-            )
-        await self._restore()
-
-    async def _restore(self) -> None:
-        """The file was deleted while open: write it back from the connection, move to it."""
-        assert self._connection is not None
-        _LOGGER.warning("%s was deleted while in use; writing it back", self.path)
-        await asyncio.to_thread(self.path.parent.mkdir, parents=True, exist_ok=True)
-        partial = self.path.with_name(f"{self.path.name}.restoring")
-        await asyncio.to_thread(partial.unlink, missing_ok=True)
-        # VACUUM INTO copies the whole database, as this connection sees it, to a new file.
-        await self._connection.execute("VACUUM INTO ?", (str(partial),))
-        await asyncio.to_thread(os.replace, partial, self.path)
-        connection, version, identity = await _connect(self.path, self._migrations)
-        old, self._connection = self._connection, connection
-        self.schema_version, self._identity = version, identity
-        await close_connection(old)
-        if self.on_restore is not None:
-            self.on_restore()
-
     async def close(self) -> None:
         """Close the connection and end its thread; later calls do nothing."""
-        async with self._lock:
-            if self._connection is None:
-                return
-            if self._broken is None:
-                # A file deleted since the last write would vanish with the connection.
-                try:
-                    await self._check_file()
-                except (OSError, sqlite3.Error) as err:
-                    _LOGGER.warning("Could not check %s before closing it: %s", self.path, err)
-            connection, self._connection = self._connection, None
-            await close_connection(connection)
+        if self._worker is None:
+            return
+        worker = self._worker
+        try:
+            restored = await self._call(self._side.close, self._broken is None)
+        finally:
+            self._worker = None
+            await _shut_down(worker)
+        if restored and self.on_restore is not None:
+            self.on_restore()
 
 
-async def close_connection(connection: aiosqlite.Connection) -> None:
-    """Close an aiosqlite connection and wait until its worker thread has ended.
-
-    `close()` returns when the worker has closed the file, a moment before the thread
-    itself exits. Joining it (in the executor: joining blocks) means no thread outlives
-    the caller's shutdown, which Home Assistant's test harness checks after every test.
-    """
-    await connection.close()
-    # aiosqlite keeps the worker in a private attribute; without it there is nothing to wait for.
-    worker = getattr(connection, "_thread", None)
-    if worker is not None:
-        await asyncio.to_thread(worker.join)
+async def _shut_down(worker: ThreadPoolExecutor) -> None:
+    """End the worker thread and wait for it (in the executor: waiting blocks), so that no
+    thread outlives the caller's shutdown, which Home Assistant's test harness checks."""
+    await asyncio.get_running_loop().run_in_executor(None, worker.shutdown)
 
 
 def _file_identity(path: Path) -> _Identity | None:
@@ -272,36 +321,14 @@ def _file_identity(path: Path) -> _Identity | None:
     return status.st_dev, status.st_ino
 
 
-async def _connect(
-    path: Path, migrations: Sequence[Migration]
-) -> tuple[aiosqlite.Connection, int, _Identity | None]:
-    """A configured, migrated connection to `path`, its schema version and file identity."""
-    await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
-    # isolation_level=None: the sqlite3 module never opens transactions on its own; every
-    # transaction is an explicit BEGIN ... COMMIT.
-    connection = await aiosqlite.connect(path, isolation_level=None)
-    try:
-        for pragma in _PRAGMAS:
-            await connection.execute(pragma)
-        version = await _migrate(connection, path, migrations)
-        identity = await asyncio.to_thread(_file_identity, path)
-    except BaseException:
-        await close_connection(connection)
-        raise
-    return connection, version, identity
-
-
-async def _migrate(
-    connection: aiosqlite.Connection, path: Path, migrations: Sequence[Migration]
-) -> int:
+def _migrate(connection: sqlite3.Connection, path: Path, migrations: Sequence[Migration]) -> int:
     """Apply the migrations the file lacks; returns the schema version it has afterwards."""
     target = len(migrations)
     try:
-        await connection.execute("BEGIN IMMEDIATE")
+        connection.execute("BEGIN IMMEDIATE")
         # Read inside the write transaction: another process migrating the same file at the
         # same moment waits for us instead of applying the same migration twice.
-        async with connection.execute("PRAGMA user_version") as cursor:
-            row = await cursor.fetchone()
+        row = connection.execute("PRAGMA user_version").fetchone()
         current = row[0] if row else 0
         if current > target:
             raise SchemaVersionError(
@@ -309,12 +336,13 @@ async def _migrate(
                 f"understands up to {target}. Update the integration or remove the file."
             )
         for migration in migrations[current:]:
-            await migration(connection)
+            migration(connection)
         if current != target:
             # PRAGMA takes no parameters; `target` is an int we computed.
-            await connection.execute(f"PRAGMA user_version = {target:d}")
-        await connection.commit()
+            connection.execute(f"PRAGMA user_version = {target:d}")
+        connection.execute("COMMIT")
     except BaseException:
-        await connection.rollback()
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
         raise
     return target

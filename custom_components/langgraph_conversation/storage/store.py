@@ -1,4 +1,4 @@
-"""Long-term memories: a LangGraph `BaseStore` on one aiosqlite connection.
+"""Long-term memories: a LangGraph `BaseStore` on one SQLite file (see sqlite.py).
 
 Why our own store: `langgraph-checkpoint-sqlite` hard-requires sqlite-vec, which has no musl
 wheels (Home Assistant OS and Container cannot install it). This store needs only the SQLite
@@ -52,7 +52,6 @@ import sqlite3
 import time
 from typing import Any, Literal
 
-import aiosqlite
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -124,16 +123,16 @@ _SCHEMA_V1 = (
 )
 
 
-async def _create_schema_v1(conn: aiosqlite.Connection) -> None:
+def _create_schema_v1(conn: sqlite3.Connection) -> None:
     """Items, their full-text rows and vectors; deleting an item deletes both."""
     for statement in _SCHEMA_V1:
-        await conn.execute(statement)
+        conn.execute(statement)
 
 
 # Migration N brings the schema from version N to N + 1; append, never edit.
-async def _tag_vectors_with_model(conn: aiosqlite.Connection) -> None:
+def _tag_vectors_with_model(conn: sqlite3.Connection) -> None:
     """Version 2: each vector says which model made it (earlier ones: unknown, "")."""
-    await conn.execute("ALTER TABLE item_vectors ADD COLUMN model TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE item_vectors ADD COLUMN model TEXT NOT NULL DEFAULT ''")
 
 
 _MIGRATIONS = (_create_schema_v1, _tag_vectors_with_model)
@@ -272,7 +271,7 @@ class SqliteStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Refuse: this store is async-only."""
-        # All work runs on the aiosqlite thread and is awaited on the event loop; a sync call
+        # All work runs on the file's thread and is awaited on the event loop; a sync call
         # from the loop thread would block the loop while waiting for it, a deadlock.
         raise RuntimeError(
             "SqliteStore is async-only: use abatch, aget, aput, adelete, asearch or "
@@ -289,14 +288,17 @@ class SqliteStore(BaseStore):
         reads_only = not any(isinstance(op, PutOp) for op in ops)
         if reads_only and time.monotonic() < self._reads_untouched_until:
             return await self._read_without_touching(ops, vectors, model)
+
+        def write(conn: sqlite3.Connection) -> tuple[list[Result], dict[str, int]]:
+            now = time.time()
+            results = [
+                self._run(conn, op, plans.get(index), vectors.get(index), model, now)
+                for index, op in enumerate(ops)
+            ]
+            return results, self._evict(conn, {plan.namespace for plan in plans.values()})
+
         try:
-            async with self._database.write() as conn:
-                now = time.time()
-                results = [
-                    await self._run(conn, op, plans.get(index), vectors.get(index), model, now)
-                    for index, op in enumerate(ops)
-                ]
-                evicted = await self._evict(conn, {plan.namespace for plan in plans.values()})
+            results, evicted = await self._database.write(write)
         except sqlite3.Error as err:
             if not reads_only or not is_file_fault(err):
                 raise
@@ -318,40 +320,57 @@ class SqliteStore(BaseStore):
     async def _read_without_touching(
         self, ops: list[Op], vectors: dict[int, np.ndarray], model: str
     ) -> list[Result]:
-        async with self._database.read() as conn:
+
+        def read(conn: sqlite3.Connection) -> list[Result]:
             now = time.time()
             return [
-                await self._run(conn, op, None, vectors.get(index), model, now, touch=False)
+                self._run(conn, op, None, vectors.get(index), model, now, touch=False)
                 for index, op in enumerate(ops)
             ]
 
+        return await self._database.read(read)
+
     async def asweep_expired(self) -> int:
         """Delete expired items (with their search rows and vectors); return how many."""
-        async with (
-            self._database.write() as conn,
-            conn.execute(
-                "DELETE FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?",
-                (time.time(),),
-            ) as cursor,
-        ):
-            return cursor.rowcount
+        now = time.time()
+        return await self._database.write(
+            lambda conn: (
+                conn.execute(
+                    "DELETE FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
+                ).rowcount
+            )
+        )
 
     async def stats(self) -> dict[str, Any]:
         """Counts and sizes for diagnostics; never any contents."""
-        async with self._database.read() as conn:
-            namespaces, items, expired = await _fetch_row(
-                conn,
-                "SELECT COUNT(DISTINCT namespace), COUNT(*),"
-                " COUNT(*) FILTER (WHERE expires_at <= ?) FROM items",
-                (time.time(),),
+        now, model = time.time(), self._embedding_model
+
+        def read(conn: sqlite3.Connection) -> tuple[Any, ...]:
+            return (
+                *_fetch_row(
+                    conn,
+                    "SELECT COUNT(DISTINCT namespace), COUNT(*),"
+                    " COUNT(*) FILTER (WHERE expires_at <= ?) FROM items",
+                    (now,),
+                ),
+                *_fetch_row(
+                    conn,
+                    "SELECT COUNT(*), COUNT(*) FILTER (WHERE model = ?) FROM item_vectors",
+                    (model,),
+                ),
+                *_fetch_row(conn, "PRAGMA page_count"),
+                *_fetch_row(conn, "PRAGMA page_size"),
             )
-            vectors, current_vectors = await _fetch_row(
-                conn,
-                "SELECT COUNT(*), COUNT(*) FILTER (WHERE model = ?) FROM item_vectors",
-                (self._embedding_model,),
-            )
-            (page_count,) = await _fetch_row(conn, "PRAGMA page_count")
-            (page_size,) = await _fetch_row(conn, "PRAGMA page_size")
+
+        (
+            namespaces,
+            items,
+            expired,
+            vectors,
+            current_vectors,
+            page_count,
+            page_size,
+        ) = await self._database.read(read)
         return {
             "schema_version": self._database.schema_version,
             "namespaces": namespaces,
@@ -450,27 +469,33 @@ class SqliteStore(BaseStore):
         model = self._embedding_model
         done = 0
         while done < limit:
-            async with self._database.read() as conn:
-                rows = await conn.execute_fetchall(
+            wanted = min(batch_size, limit - done)
+            rows = await self._database.read(
+                lambda conn, wanted=wanted: conn.execute(
                     "SELECT s.rowid, s.text FROM item_search AS s"
                     " LEFT JOIN item_vectors AS v ON v.item_id = s.rowid AND v.model = ?"
                     " WHERE v.item_id IS NULL ORDER BY s.rowid LIMIT ?",
-                    (model, min(batch_size, limit - done)),
-                )
+                    (model, wanted),
+                ).fetchall()
+            )
             if not rows:
                 break
             vectors = await self._embed_texts([text for _, text in rows])
             if vectors is None or model != self._embedding_model:
                 break
-            async with self._database.write() as conn:
-                for (item_id, text), vector in zip(rows, vectors, strict=True):
-                    # Only if the item still has the text that was embedded.
-                    await conn.execute(
-                        "INSERT OR REPLACE INTO item_vectors (item_id, embedding, model)"
-                        " SELECT ?, ?, ? WHERE EXISTS"
-                        " (SELECT 1 FROM item_search WHERE rowid = ? AND text = ?)",
-                        (item_id, vector.tobytes(), model, item_id, text),
-                    )
+            # Only where the item still has the text that was embedded.
+            stored = [
+                (item_id, vector.tobytes(), model, item_id, text)
+                for (item_id, text), vector in zip(rows, vectors, strict=True)
+            ]
+            await self._database.write(
+                lambda conn, stored=stored: conn.executemany(
+                    "INSERT OR REPLACE INTO item_vectors (item_id, embedding, model)"
+                    " SELECT ?, ?, ? WHERE EXISTS"
+                    " (SELECT 1 FROM item_search WHERE rowid = ? AND text = ?)",
+                    stored,
+                )
+            )
             done += len(rows)
         return done
 
@@ -486,9 +511,9 @@ class SqliteStore(BaseStore):
         norm = float(np.linalg.norm(vector))
         return vector / norm if norm else vector
 
-    async def _run(
+    def _run(
         self,
-        conn: aiosqlite.Connection,
+        conn: sqlite3.Connection,
         op: Op,
         plan: _PutPlan | None,
         vector: np.ndarray | None,
@@ -499,32 +524,32 @@ class SqliteStore(BaseStore):
     ) -> Result:
         match op:
             case GetOp():
-                return await _get(conn, op, now, touch=touch)
+                return _get(conn, op, now, touch=touch)
             case SearchOp():
-                return await _search(conn, op, vector, model, now, touch=touch)
+                return _search(conn, op, vector, model, now, touch=touch)
             case ListNamespacesOp():
-                return await _list_namespaces(conn, op, now)
+                return _list_namespaces(conn, op, now)
             case PutOp() if plan is None:
-                await conn.execute(
+                conn.execute(
                     "DELETE FROM items WHERE namespace = ? AND key = ?",
                     (_encode_namespace(op.namespace), op.key),
                 )
             case PutOp() if plan is not None:
-                await _put(conn, op, plan, vector, model, now)
+                _put(conn, op, plan, vector, model, now)
             case _:
                 raise TypeError(f"Unknown store operation: {op!r}")
         return None
 
-    async def _evict(self, conn: aiosqlite.Connection, namespaces: set[str]) -> dict[str, int]:
+    def _evict(self, conn: sqlite3.Connection, namespaces: set[str]) -> dict[str, int]:
         """Trim namespaces over the limit, least recently used first; count per namespace."""
         evicted: dict[str, int] = {}
         for namespace in sorted(namespaces):
-            (count,) = await _fetch_row(
+            (count,) = _fetch_row(
                 conn, "SELECT COUNT(*) FROM items WHERE namespace = ?", (namespace,)
             )
             excess = count - self._max_items_per_namespace
             if excess > 0:
-                await conn.execute(
+                conn.execute(
                     "DELETE FROM items WHERE id IN (SELECT id FROM items WHERE namespace = ?"
                     " ORDER BY last_used_at, id LIMIT ?)",
                     (namespace, excess),
@@ -547,41 +572,37 @@ def _require_fts5() -> None:
         probe.close()
 
 
-async def _fetch_row(
-    conn: aiosqlite.Connection, sql: str, params: Iterable[Any] | Mapping[str, Any] = ()
+def _fetch_row(
+    conn: sqlite3.Connection, sql: str, params: Iterable[Any] | Mapping[str, Any] = ()
 ) -> tuple[Any, ...]:
     """The one row that `sql` returns (an aggregate, a pragma, RETURNING)."""
-    async with conn.execute(sql, params) as cursor:
-        row = await cursor.fetchone()
+    row = conn.execute(sql, params).fetchone()
     if row is None:
         raise RuntimeError(f"Expected a row from: {sql}")
     return tuple(row)
 
 
-async def _get(
-    conn: aiosqlite.Connection, op: GetOp, now: float, *, touch: bool = True
-) -> Item | None:
-    async with conn.execute(
+def _get(conn: sqlite3.Connection, op: GetOp, now: float, *, touch: bool = True) -> Item | None:
+    row = conn.execute(
         f"SELECT {_ITEM_COLUMNS} FROM items AS i WHERE i.namespace = ? AND i.key = ? AND {_LIVE}",
         (_encode_namespace(op.namespace), op.key, now),
-    ) as cursor:
-        row = await cursor.fetchone()
+    ).fetchone()
     if row is None:
         return None
     if touch:
-        await _touch(conn, [row[0]], now, refresh_ttl=op.refresh_ttl)
+        _touch(conn, [row[0]], now, refresh_ttl=op.refresh_ttl)
     return _item(row)
 
 
-async def _put(
-    conn: aiosqlite.Connection,
+def _put(
+    conn: sqlite3.Connection,
     op: PutOp,
     plan: _PutPlan,
     vector: np.ndarray | None,
     model: str,
     now: float,
 ) -> None:
-    (item_id,) = await _fetch_row(
+    (item_id,) = _fetch_row(
         conn,
         _UPSERT,
         {
@@ -593,34 +614,28 @@ async def _put(
             "expires_at": None if op.ttl is None else now + op.ttl * 60,
         },
     )
-    await conn.execute("DELETE FROM item_search WHERE rowid = ?", (item_id,))
+    conn.execute("DELETE FROM item_search WHERE rowid = ?", (item_id,))
     if plan.text:
-        await conn.execute(
-            "INSERT INTO item_search (rowid, text) VALUES (?, ?)", (item_id, plan.text)
-        )
+        conn.execute("INSERT INTO item_search (rowid, text) VALUES (?, ?)", (item_id, plan.text))
     # A vector of the old text would be wrong for the new one: without a new vector (no
     # embedding model, or it failed) the item waits for the backfill.
     if vector is None:
-        await conn.execute("DELETE FROM item_vectors WHERE item_id = ?", (item_id,))
+        conn.execute("DELETE FROM item_vectors WHERE item_id = ?", (item_id,))
     else:
-        await conn.execute(
+        conn.execute(
             "INSERT OR REPLACE INTO item_vectors (item_id, embedding, model) VALUES (?, ?, ?)",
             (item_id, vector.tobytes(), model),
         )
 
 
-async def _touch(
-    conn: aiosqlite.Connection, item_ids: list[int], now: float, *, refresh_ttl: bool
-) -> None:
+def _touch(conn: sqlite3.Connection, item_ids: list[int], now: float, *, refresh_ttl: bool) -> None:
     """Mark items as used (for eviction) and, if asked, restart their time to live."""
     if item_ids:
-        await conn.execute(
-            _TOUCH, {"now": now, "refresh": refresh_ttl, "ids": json.dumps(item_ids)}
-        )
+        conn.execute(_TOUCH, {"now": now, "refresh": refresh_ttl, "ids": json.dumps(item_ids)})
 
 
-async def _search(
-    conn: aiosqlite.Connection,
+def _search(
+    conn: sqlite3.Connection,
     op: SearchOp,
     query_vector: np.ndarray | None,
     model: str,
@@ -630,13 +645,13 @@ async def _search(
 ) -> list[SearchItem]:
     scope, scope_params = _search_scope(op, now)
     terms = _query_terms(op.query or "")
-    match_expression = await _match_expression(conn, terms) if terms else None
+    match_expression = _match_expression(conn, terms) if terms else None
     if query_vector is not None:
-        ranked = await _hybrid_search(
+        ranked = _hybrid_search(
             conn, op, scope, scope_params, match_expression, query_vector, model
         )
     elif match_expression:
-        ranked = await _scored_rows(
+        ranked = _scored_rows(
             conn,
             f"SELECT {_ITEM_COLUMNS}, -bm25(item_search) FROM item_search"
             f" JOIN items AS i ON i.id = item_search.rowid"
@@ -647,26 +662,25 @@ async def _search(
     elif terms:
         ranked = []  # no word of the query occurs in any item
     else:
-        ranked = await _scored_rows(
+        ranked = _scored_rows(
             conn,
             f"SELECT {_ITEM_COLUMNS}, NULL FROM items AS i WHERE {scope}"
             f" ORDER BY i.updated_at DESC, i.id DESC LIMIT ? OFFSET ?",
             [*scope_params, op.limit, op.offset],
         )
     if touch:
-        await _touch(conn, [item_id for item_id, _ in ranked], now, refresh_ttl=op.refresh_ttl)
+        _touch(conn, [item_id for item_id, _ in ranked], now, refresh_ttl=op.refresh_ttl)
     return [item for _, item in ranked]
 
 
-async def _scored_rows(conn: aiosqlite.Connection, sql: str, params: list[Any]) -> _Ranked:
+def _scored_rows(conn: sqlite3.Connection, sql: str, params: list[Any]) -> _Ranked:
     """Rows of `_ITEM_COLUMNS` followed by a score, as (item id, SearchItem)."""
-    async with conn.execute(sql, params) as cursor:
-        rows = await cursor.fetchall()
+    rows = conn.execute(sql, params).fetchall()
     return [(row[0], _search_item(row, row[6])) for row in rows]
 
 
-async def _hybrid_search(
-    conn: aiosqlite.Connection,
+def _hybrid_search(
+    conn: sqlite3.Connection,
     op: SearchOp,
     scope: str,
     scope_params: list[Any],
@@ -677,31 +691,32 @@ async def _hybrid_search(
     """Rank every candidate in scope by the hybrid score (module docstring), then page."""
     lexical_rows: list[sqlite3.Row] = []
     if match_expression:
-        async with conn.execute(
+        lexical_rows = conn.execute(
             "SELECT i.id, -bm25(item_search) FROM item_search"
             f" JOIN items AS i ON i.id = item_search.rowid WHERE item_search MATCH ? AND {scope}",
             [match_expression, *scope_params],
-        ) as cursor:
-            lexical_rows = list(await cursor.fetchall())
+        ).fetchall()
     # Only the current model's vectors are comparable with the query's (the size check
     # guards against a model that changed its output size under the same name).
-    async with conn.execute(
+    vector_rows = conn.execute(
         "SELECT v.item_id, v.embedding FROM item_vectors AS v JOIN items AS i ON i.id = v.item_id"
         f" WHERE v.model = ? AND length(v.embedding) = ? AND {scope}",
         [model, query_vector.nbytes, *scope_params],
-    ) as cursor:
-        vector_rows = list(await cursor.fetchall())
+    ).fetchall()
     ids, scores = _hybrid_scores(
         _lexical_scores(lexical_rows), _cosine_similarities(query_vector, vector_rows)
     )
     # Best first; equal scores put the more recently created item (higher id) first.
     order = np.lexsort((-ids, -scores))[op.offset : op.offset + op.limit]
     page = [(int(ids[position]), float(scores[position])) for position in order]
-    async with conn.execute(
-        f"SELECT {_ITEM_COLUMNS} FROM items AS i WHERE i.id IN (SELECT value FROM json_each(?))",
-        (json.dumps([item_id for item_id, _ in page]),),
-    ) as cursor:
-        rows = {row[0]: row for row in await cursor.fetchall()}
+    rows = {
+        row[0]: row
+        for row in conn.execute(
+            f"SELECT {_ITEM_COLUMNS} FROM items AS i"
+            " WHERE i.id IN (SELECT value FROM json_each(?))",
+            (json.dumps([item_id for item_id, _ in page]),),
+        )
+    }
     return [(item_id, _search_item(rows[item_id], score)) for item_id, score in page]
 
 
@@ -731,14 +746,16 @@ def _hybrid_scores(lexical: _Scores, semantic: _Scores) -> _Scores:
     return ids[keep], scores[keep]
 
 
-async def _list_namespaces(
-    conn: aiosqlite.Connection, op: ListNamespacesOp, now: float
+def _list_namespaces(
+    conn: sqlite3.Connection, op: ListNamespacesOp, now: float
 ) -> list[tuple[str, ...]]:
     # There are few namespaces (one per person plus a household one): match them in Python.
-    async with conn.execute(
-        f"SELECT DISTINCT i.namespace FROM items AS i WHERE {_LIVE}", (now,)
-    ) as cursor:
-        namespaces = [_decode_namespace(namespace) for (namespace,) in await cursor.fetchall()]
+    namespaces = [
+        _decode_namespace(namespace)
+        for (namespace,) in conn.execute(
+            f"SELECT DISTINCT i.namespace FROM items AS i WHERE {_LIVE}", (now,)
+        )
+    ]
     conditions = op.match_conditions or ()
     matching = {
         namespace[: op.max_depth] if op.max_depth is not None else namespace
@@ -842,14 +859,14 @@ def _query_terms(query: str) -> list[str]:
     return [f'"{word}"' for word in list(words)[:_MAX_QUERY_TERMS]]
 
 
-async def _match_expression(conn: aiosqlite.Connection, terms: list[str]) -> str | None:
+def _match_expression(conn: sqlite3.Connection, terms: list[str]) -> str | None:
     """The FTS5 expression for a search: the terms that occur, within _MAX_SCORED_ROWS.
 
     Terms are OR-ed: BM25 ranks items matching more (and rarer) words first, while a memory
     that shares only some words with a spoken question is still found. None when no term
     occurs in any item.
     """
-    counts = await _fetch_row(
+    counts = _fetch_row(
         conn,
         "SELECT "
         + ", ".join(["(SELECT COUNT(*) FROM item_search WHERE item_search MATCH ?)"] * len(terms)),
