@@ -6,9 +6,15 @@ from typing import Any
 
 from langchain_core.utils.function_calling import convert_to_openai_tool
 import pytest
+import voluptuous as vol
 
+from custom_components.langgraph_conversation.tools import schema as tool_schema
 from custom_components.langgraph_conversation.tools.ha_llm_api import tools_from_llm_api
-from custom_components.langgraph_conversation.tools.schema import sanitize_schema
+from custom_components.langgraph_conversation.tools.schema import (
+    sanitize_schema,
+    schema_to_json,
+    tool_parameters,
+)
 from homeassistant.core import HomeAssistant
 from homeassistant.setup import async_setup_component
 
@@ -156,3 +162,77 @@ def test_every_tool_of_ours_is_provider_safe() -> None:
         assert_tool_schema(spec.parameters)
     for tool in memory_tools(InMemoryStore(), MemoryScope.for_user(None)):
         assert_tool_schema(convert_to_openai_tool(tool)["function"]["parameters"])
+
+
+async def test_assist_tools_are_converted_once_per_distinct_schema(hass: HomeAssistant) -> None:
+    """Every turn brings new tool objects; equal schemas reuse the first conversion."""
+    for component in ("homeassistant", "conversation", "intent"):
+        assert await async_setup_component(hass, component, {})
+    add_light(hass, "kitchen", "Kitchen Light", exposed=True)
+    tool_schema._converted.clear()
+    first = await assist_api(hass)
+    converted = [tool_parameters(t.parameters, first.custom_serializer) for t in first.tools]
+    kept = len(tool_schema._converted)
+    assert kept == len({str(c) for c in converted})
+    second = await assist_api(hass)
+    assert {id(t) for t in first.tools}.isdisjoint(id(t) for t in second.tools)
+    for tool, before in zip(second.tools, converted, strict=True):
+        fresh = sanitize_schema(schema_to_json(tool.parameters, second.custom_serializer))
+        again = tool_parameters(tool.parameters, second.custom_serializer)
+        assert again == fresh == before
+    assert len(tool_schema._converted) == kept
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ({vol.Required("a"): str}, {vol.Optional("a"): str}),
+        ({vol.Required("a"): vol.Any(str, int)}, {vol.Required("a"): vol.Any(str, float)}),
+        ({vol.Required("room"): vol.In(["den", "hall"])}, {vol.Required("room"): vol.In(["den"])}),
+        (
+            {vol.Required("level"): vol.All(int, vol.Range(min=0, max=100))},
+            {vol.Required("level"): vol.All(int, vol.Range(min=0, max=255))},
+        ),
+        ({vol.Required("a", description="one"): str}, {vol.Required("a", description="two"): str}),
+        ({vol.Required("a"): str}, {vol.Required("a"): int}),
+    ],
+)
+def test_schemas_that_differ_are_not_confused(one: dict, other: dict) -> None:
+    """A cached conversion is only reused for a schema that converts the same."""
+    results = []
+    for raw in (one, other, one, other):
+        schema = vol.Schema(raw)
+        result = tool_parameters(schema, None)
+        assert result == sanitize_schema(schema_to_json(schema, None))
+        results.append(result)
+    assert results[0] != results[1]
+    assert results[0] == results[2]
+    assert results[1] == results[3]
+
+
+def test_a_changed_result_does_not_change_the_cache() -> None:
+    """Callers get their own copy (LangChain may add keys to a tool's schema)."""
+    schema = vol.Schema({vol.Required("a"): str})
+    tool_parameters(schema, None)["properties"]["b"] = {"type": "string"}
+    assert tool_parameters(vol.Schema({vol.Required("a"): str}), None) == {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "required": ["a"],
+    }
+
+
+def test_parts_without_content_count_by_identity() -> None:
+    """A validator object with no readable content is only reused for the same object."""
+
+    class Opaque:
+        __slots__ = ()
+
+        def __call__(self, value: Any) -> Any:
+            return value
+
+    one, other = Opaque(), Opaque()
+    before = len(tool_schema._converted)
+    for validator in (one, other, one):
+        schema = vol.Schema({vol.Required("a"): validator})
+        assert tool_parameters(schema, None) == sanitize_schema(schema_to_json(schema, None))
+    assert len(tool_schema._converted) == before + 2

@@ -20,7 +20,7 @@ from homeassistant.helpers import llm
 from ..agent.confirmation import CONFIRMATION_CHECK
 from ..agent.tool_calls import ToolFailure
 from .critical import assist_tool_check
-from .schema import sanitize_schema, schema_to_json
+from .schema import tool_parameters
 
 
 def tool_result_data(result: Any) -> tuple[Any, bool]:
@@ -35,7 +35,7 @@ def tool_result_data(result: Any) -> tuple[Any, bool]:
 
 
 def _as_langchain_tool(hass: HomeAssistant, tool: llm.Tool, api: llm.APIInstance) -> BaseTool:
-    parameters = sanitize_schema(schema_to_json(tool.parameters, api.custom_serializer))
+    parameters = tool_parameters(tool.parameters, api.custom_serializer)
 
     async def call(**arguments: Any) -> Any:
         try:

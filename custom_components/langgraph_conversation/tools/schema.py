@@ -9,7 +9,11 @@ common subset, which loses nothing a model needs to call Home Assistant's tools.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from functools import partial
+import json
+from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any
 
 try:  # Home Assistant >= 2026.9
@@ -101,3 +105,80 @@ def sanitize_schema(schema: dict[str, Any]) -> dict[str, Any]:
     if required := cleaned.get("required"):
         cleaned["required"] = [name for name in required if name in cleaned["properties"]]
     return cleaned
+
+
+# Converted tool schemas, by the structure of the voluptuous schema they came from.
+# Home Assistant builds new tool objects for every turn (the Assist API's tools list the
+# exposed entities' names and areas), so their identity says nothing; converting them
+# again every turn was a tenth of the turn's overhead.
+_CONVERTED_KEPT = 128
+_converted: OrderedDict[Hashable, str] = OrderedDict()
+
+
+class _Unfingerprintable(Exception):
+    """A part of the schema whose content cannot be told from its identity."""
+
+
+def _fingerprint(value: Any, ancestors: tuple[int, ...] = ()) -> Hashable:
+    """A hashable summary of everything the conversion can read from `value`.
+
+    Equal fingerprints mean equal types, equal values and the same functions all the way
+    down, so the conversion (a function of exactly that) gives equal results. Functions
+    count by identity: a function made anew per turn only costs a cache miss.
+    """
+    if value is None or isinstance(value, str | int | float | bool | bytes | type):
+        return (type(value), value)
+    if id(value) in ancestors:
+        # A validator pointing back at the schema that compiled it: nothing new in it.
+        return "^"
+    ancestors = (*ancestors, id(value))
+    if isinstance(value, dict):
+        return (
+            dict,
+            tuple(
+                (_fingerprint(k, ancestors), _fingerprint(v, ancestors)) for k, v in value.items()
+            ),
+        )
+    if isinstance(value, list | tuple):
+        return (type(value), tuple(_fingerprint(item, ancestors) for item in value))
+    if isinstance(value, set | frozenset):
+        return (type(value), frozenset(_fingerprint(item, ancestors) for item in value))
+    if isinstance(value, FunctionType | BuiltinFunctionType | MethodType | partial):
+        return value
+    attributes = getattr(value, "__dict__", None)
+    if attributes is None:
+        try:
+            hash(value)
+        except TypeError:
+            raise _Unfingerprintable(type(value)) from None
+        return (type(value), value)
+    fields = []
+    for name, attribute in attributes.items():
+        # Private state is voluptuous's compiled form or caches of the public fields.
+        if name.startswith("_"):
+            continue
+        if name == "default" and callable(attribute):
+            # vol.Optional wraps its default in a new function per schema.
+            attribute = attribute()
+        fields.append((name, _fingerprint(attribute, ancestors)))
+    return (type(value), tuple(fields))
+
+
+def tool_parameters(schema: Any, custom_serializer: Callable[[Any], Any] | None) -> dict[str, Any]:
+    """`sanitize_schema(schema_to_json(...))`, converted once per distinct schema.
+
+    Each call returns its own copy, so a caller changing it cannot change the cache.
+    """
+    try:
+        key: Hashable | None = (_fingerprint(schema), custom_serializer)
+    except _Unfingerprintable:
+        key = None
+    if key is not None and (converted := _converted.get(key)) is not None:
+        _converted.move_to_end(key)
+        return json.loads(converted)
+    parameters = sanitize_schema(schema_to_json(schema, custom_serializer))
+    if key is not None:
+        _converted[key] = json.dumps(parameters)
+        while len(_converted) > _CONVERTED_KEPT:
+            _converted.popitem(last=False)
+    return parameters
