@@ -288,9 +288,10 @@ class SqliteStore(BaseStore):
         reads_only = not any(isinstance(op, PutOp) for op in ops)
         if reads_only and time.monotonic() < self._reads_untouched_until:
             return await self._read_without_touching(ops, vectors, model)
+        # The time is read here, not on the file's thread: it is the time of the request.
+        now = time.time()
 
         def write(conn: sqlite3.Connection) -> tuple[list[Result], dict[str, int]]:
-            now = time.time()
             results = [
                 self._run(conn, op, plans.get(index), vectors.get(index), model, now)
                 for index, op in enumerate(ops)
@@ -320,9 +321,9 @@ class SqliteStore(BaseStore):
     async def _read_without_touching(
         self, ops: list[Op], vectors: dict[int, np.ndarray], model: str
     ) -> list[Result]:
+        now = time.time()
 
         def read(conn: sqlite3.Connection) -> list[Result]:
-            now = time.time()
             return [
                 self._run(conn, op, None, vectors.get(index), model, now, touch=False)
                 for index, op in enumerate(ops)
