@@ -37,7 +37,7 @@ from .confirmation import INTERRUPT_KIND, calls_needing_confirmation, is_affirma
 from .events import MessageStarted, ModelCallFinished, TextDelta, ToolCallsRequested
 from .history import compact_history
 from .knowledge import Passage, knowledge_block
-from .model import classify_error, is_retryable, redacted_error, retry_delay
+from .model import answer_stream, classify_error, is_retryable, redacted_error, retry_delay
 from .roles import ModelRole, RoleModel, falls_back
 from .state import AgentState, TurnContext
 from .tool_calls import requested_calls, run_tool_calls
@@ -129,7 +129,7 @@ async def _stream_with_fallback(
             chunks: list[AIMessageChunk] = []
             streamed = False
             try:
-                async for chunk in model.astream(prompt):
+                async for chunk in answer_stream(model, prompt):
                     if text := chunk_text(chunk):
                         streamed = True
                         write(TextDelta(text))

@@ -19,6 +19,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.runnables import Runnable, RunnableBinding
 from langchain_core.tools import StructuredTool
 from langchain_core.utils import function_calling as lc_function_calling
 from langchain_litellm import ChatLiteLLM
@@ -313,9 +314,9 @@ class ChatModel(ChatLiteLLM):
         if self.stream_options is not None:
             params["stream_options"] = self.stream_options
         with NO_TOKEN_COUNTING:
-            wrapper = await self.acompletion_with_retry(
-                messages=message_dicts, run_manager=run_manager, **params
-            )
+            # Straight to LiteLLM (langchain-litellm's client is the litellm module): its
+            # tenacity wrapper would add nothing, retries are the graph's (max_retries=0).
+            wrapper = await litellm.acompletion(messages=message_dicts, **params)
         raw = getattr(wrapper, "completion_stream", None)
         lean = isinstance(raw, OllamaChatCompletionResponseIterator)
         try:
@@ -331,6 +332,34 @@ class ChatModel(ChatLiteLLM):
                 raise
             # Raises LiteLLM's mapped exception, as iterating the wrapper would have.
             wrapper._handle_stream_fallback_error(err)
+
+    async def answer_chunks(
+        self, messages: list[BaseMessage], **kwargs: Any
+    ) -> AsyncIterator[AIMessageChunk]:
+        """The chunks of one answer, without langchain's per-chunk callback machinery.
+
+        BaseChatModel.astream wraps every chunk for callbacks and tracing (a run manager,
+        an event per chunk, a merge of the whole answer for on_llm_end); nothing in this
+        integration listens to them, and the graph merges the answer itself once.
+        """
+        async for generation in self._astream(messages, **kwargs):
+            message = generation.message
+            if generation.generation_info:
+                message.response_metadata = {
+                    **generation.generation_info,
+                    **message.response_metadata,
+                }
+            yield message
+
+
+def answer_stream(model: Runnable, messages: list[BaseMessage]) -> AsyncIterator[AIMessageChunk]:
+    """Stream `model`'s answer: a ChatModel (bound to tools or not) directly, else astream."""
+    bound, kwargs = (
+        (model.bound, model.kwargs) if isinstance(model, RunnableBinding) else (model, {})
+    )
+    if isinstance(bound, ChatModel):
+        return bound.answer_chunks(messages, **kwargs)
+    return model.astream(messages)
 
 
 async def _wrapped_chunks(wrapper: Any) -> AsyncIterator[AIMessageChunk]:
