@@ -10,11 +10,14 @@ common subset, which loses nothing a model needs to call Home Assistant's tools.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from enum import Enum
 from functools import partial
 import json
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any
+
+import voluptuous as vol
 
 try:  # Home Assistant >= 2026.9
     from probatio import to_openapi as _to_json_schema
@@ -115,18 +118,42 @@ _CONVERTED_KEPT = 128
 _converted: OrderedDict[Hashable, str] = OrderedDict()
 
 
-class _Unfingerprintable(Exception):
-    """A part of the schema whose content cannot be told from its identity."""
+class _ByIdentity:
+    """Stands for an object whose content cannot be read: equal only to itself.
+
+    Holding the object keeps its id from being reused by another one while cached.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ByIdentity) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+
+def _attributes(value: Any) -> Iterator[tuple[str, Any]]:
+    """An object's instance attributes, from its __dict__ and its classes' __slots__."""
+    yield from getattr(value, "__dict__", {}).items()
+    for cls in type(value).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and hasattr(value, name):
+                yield name, getattr(value, name)
 
 
 def _fingerprint(value: Any, ancestors: tuple[int, ...] = ()) -> Hashable:
     """A hashable summary of everything the conversion can read from `value`.
 
-    Equal fingerprints mean equal types, equal values and the same functions all the way
-    down, so the conversion (a function of exactly that) gives equal results. Functions
-    count by identity: a function made anew per turn only costs a cache miss.
+    Equal fingerprints mean equal types and values all the way down, so the conversion (a
+    function of exactly that) gives equal results. Functions, and objects that show no
+    attributes, count by identity: one made anew per turn only costs a cache miss.
     """
-    if value is None or isinstance(value, str | int | float | bool | bytes | type):
+    if value is None or isinstance(value, str | int | float | bool | bytes | type | Enum):
         return (type(value), value)
     if id(value) in ancestors:
         # A validator pointing back at the schema that compiled it: nothing new in it.
@@ -136,7 +163,8 @@ def _fingerprint(value: Any, ancestors: tuple[int, ...] = ()) -> Hashable:
         return (
             dict,
             tuple(
-                (_fingerprint(k, ancestors), _fingerprint(v, ancestors)) for k, v in value.items()
+                (_fingerprint(key, ancestors), _fingerprint(item, ancestors))
+                for key, item in value.items()
             ),
         )
     if isinstance(value, list | tuple):
@@ -144,23 +172,19 @@ def _fingerprint(value: Any, ancestors: tuple[int, ...] = ()) -> Hashable:
     if isinstance(value, set | frozenset):
         return (type(value), frozenset(_fingerprint(item, ancestors) for item in value))
     if isinstance(value, FunctionType | BuiltinFunctionType | MethodType | partial):
-        return value
-    attributes = getattr(value, "__dict__", None)
-    if attributes is None:
-        try:
-            hash(value)
-        except TypeError:
-            raise _Unfingerprintable(type(value)) from None
-        return (type(value), value)
+        # What a function does is its code and closure, which cannot be compared.
+        return _ByIdentity(value)
     fields = []
-    for name, attribute in attributes.items():
-        # Private state is voluptuous's compiled form or caches of the public fields.
-        if name.startswith("_"):
+    for name, attribute in _attributes(value):
+        # Compiled validators and per-instance hash functions derive from the rest.
+        if name == "_compiled" or name.startswith("__"):
             continue
-        if name == "default" and callable(attribute):
+        if name == "default" and isinstance(value, vol.Marker) and callable(attribute):
             # vol.Optional wraps its default in a new function per schema.
             attribute = attribute()
         fields.append((name, _fingerprint(attribute, ancestors)))
+    if not fields:
+        return (type(value), _ByIdentity(value))
     return (type(value), tuple(fields))
 
 
@@ -170,8 +194,8 @@ def tool_parameters(schema: Any, custom_serializer: Callable[[Any], Any] | None)
     Each call returns its own copy, so a caller changing it cannot change the cache.
     """
     try:
-        key: Hashable | None = (_fingerprint(schema), custom_serializer)
-    except _Unfingerprintable:
+        key: Hashable | None = (_fingerprint(schema), _ByIdentity(custom_serializer))
+    except RecursionError:  # nested too deep to summarise: converted every time
         key = None
     if key is not None and (converted := _converted.get(key)) is not None:
         _converted.move_to_end(key)
