@@ -185,6 +185,24 @@ async def test_keep_last_one_still_resumes_an_interrupt(open_saver: OpenSaver) -
     assert result["messages"][-1].content == "unlocked"
 
 
+async def test_pending_interrupts_are_what_the_state_shows(open_saver: OpenSaver) -> None:
+    """apending_interrupts answers "is this thread paused?" like aget_state, cheaply."""
+    saver = await open_saver(keep_last=2)
+    graph = build_confirmation_graph(saver)
+    config = thread("front-door")
+    assert await saver.apending_interrupts("front-door") == []
+    await graph.ainvoke({"messages": [human(0)]}, config)
+    state = await graph.aget_state(config)
+    pending = await saver.apending_interrupts("front-door")
+    assert [p.value for p in pending] == [i.value for i in state.interrupts]
+    assert pending[0].value == {"action": "unlock", "args": {"entity_id": "lock.front"}}
+    assert await saver.apending_interrupts("another-thread") == []
+
+    await graph.ainvoke(Command(resume="no"), config)
+    assert (await graph.aget_state(config)).interrupts == ()
+    assert await saver.apending_interrupts("front-door") == []
+
+
 async def test_delete_threads_idle_since(open_saver: OpenSaver) -> None:
     """A thread goes when its newest checkpoint, in any namespace, is older than the cutoff."""
     saver = await open_saver()

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 import logging
 import sqlite3
 from typing import Any
+import uuid
 import weakref
 
 from langchain_core.language_models import BaseChatModel
@@ -231,10 +232,7 @@ class AgentRuntime:
 
     async def pending_confirmation(self, thread_id: str) -> tuple[str, ...]:
         """The critical actions a thread is waiting to have confirmed, if any."""
-        state = await self._graph.aget_state({"configurable": {"thread_id": thread_id}})
-        return _confirmation_actions(
-            interrupt for task in state.tasks for interrupt in task.interrupts
-        )
+        return _confirmation_actions(await self._pending_interrupts(thread_id))
 
     async def run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
         """Run one turn, yielding events as they happen, and tell the hooks about it.
@@ -395,17 +393,13 @@ class AgentRuntime:
         self, turn: Turn, config: dict[str, Any], context: TurnContext
     ) -> AsyncIterator[AgentEvent]:
         """The turn on the current graph; storage errors come out as _StorageFailure."""
-        # Ids the thread held before this turn; None until they were read (nothing to undo).
-        before: set[str | None] | None = None
+        # Where what this turn adds begins, to undo it after a failure: the id of its first
+        # message, _RESUMED (from the paused exchange's request), None (nothing yet).
+        undo_from: str | None = None
         try:
-            # One read of the thread for both: its messages and whether it is paused.
-            state = await self._graph.aget_state({"configurable": config["configurable"]})
-            messages = list(state.values.get("messages", []))
             graph_input: Any
             graph = self._graphs[turn.kind]
-            if _confirmation_actions(
-                interrupt for task in state.tasks for interrupt in task.interrupts
-            ):
+            if _confirmation_actions(await self._pending_interrupts(turn.thread_id)):
                 # Only the assistant's graph pauses; an agent that has become another
                 # kind since then finishes the pause there (its tools are gone, so the
                 # calls are answered as unknown) before it goes on as its new kind.
@@ -413,10 +407,13 @@ class AgentRuntime:
                 graph_input = Command(resume=turn.text)
                 # A failure now also undoes the paused exchange (its request and the
                 # assistant's tool calls), which would otherwise end without results.
-                messages = messages[: _last_human_index(messages)]
+                undo_from = _RESUMED
             else:
-                graph_input = {"messages": [*_folded(turn.earlier), HumanMessage(turn.text)]}
-            before = {message.id for message in messages}
+                request = [*_folded(turn.earlier), HumanMessage(turn.text)]
+                for message in request:
+                    message.id = str(uuid.uuid4())
+                graph_input = {"messages": request}
+                undo_from = request[0].id
             answered = False
             # Each step is saved before the next runs: a failing file stops the turn
             # before anything it could not record happens.
@@ -442,8 +439,8 @@ class AgentRuntime:
                 # Nothing to say is no answer: a voice user would hear silence.
                 raise TurnError("empty_answer", "the model returned no text")
         except BaseException as err:
-            if before is not None:
-                await self._forget_turn(config, before)
+            if undo_from is not None:
+                await self._forget_turn(config, undo_from)
             if isinstance(err, asyncio.CancelledError) and self._closing:
                 # aclose cancelled this turn: the user is told instead of cut off.
                 if (task := asyncio.current_task()) is not None:
@@ -497,15 +494,28 @@ class AgentRuntime:
             tools += memory_tools(self.store, turn.memory)
         return prompt, tools, knowledge
 
-    async def _forget_turn(self, config: dict[str, Any], before: set[str | None]) -> None:
-        """Remove what a failed turn added, so the thread holds only whole turns."""
+    async def _pending_interrupts(self, thread_id: str) -> list[Interrupt]:
+        """What the thread's newest checkpoint waits on, without reviving its messages."""
+        read = getattr(self.checkpointer, "apending_interrupts", None)
+        if read is not None:
+            return await read(thread_id)
+        state = await self._graph.aget_state({"configurable": {"thread_id": thread_id}})
+        return [interrupt for task in state.tasks for interrupt in task.interrupts]
+
+    async def _forget_turn(self, config: dict[str, Any], undo_from: str) -> None:
+        """Remove what a failed turn added, so the thread holds only whole turns.
+
+        New messages are appended, so the turn's are its first one and all after it.
+        """
         thread_only = {"configurable": config["configurable"]}
         try:
-            added = [
-                m
-                for m in await self.messages(config["configurable"]["thread_id"])
-                if m.id not in before
-            ]
+            messages = await self.messages(config["configurable"]["thread_id"])
+            if undo_from == _RESUMED:
+                start = _last_human_index(messages)
+            else:
+                ids = [message.id for message in messages]
+                start = ids.index(undo_from) if undo_from in ids else len(messages)
+            added = messages[start:]
             if added:
                 await self._graph.aupdate_state(
                     thread_only,
@@ -514,6 +524,10 @@ class AgentRuntime:
                 )
         except Exception:
             _LOGGER.exception("Could not remove a failed turn from its thread")
+
+
+# `undo_from` of a turn that resumed a paused exchange.
+_RESUMED = "resumed"
 
 
 def _confirmation_actions(interrupts: Iterable[Interrupt]) -> tuple[str, ...]:
