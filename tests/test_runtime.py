@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 import pytest
 
@@ -9,7 +12,7 @@ from custom_components.langgraph_conversation.agent.events import MessageStarted
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
 from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn, TurnError
 
-from .fakes import FakeOpenAIServer
+from .fakes import FakeOpenAIServer, Reply, ToolCall
 
 
 def _turn(thread_id: str, text: str) -> Turn:
@@ -61,3 +64,27 @@ async def test_failed_first_turn_leaves_empty_thread(socket_enabled: None) -> No
         server.add_text("Fine now.")
         await _run(runtime, _turn("t", "hi"))
         assert [m.type for m in await runtime.messages("t")] == ["human", "ai"]
+
+
+async def test_tool_rounds_stop_at_the_limit(socket_enabled: None) -> None:
+    """A model that always asks for a tool gets exactly `max_tool_rounds` rounds."""
+    calls: list[str] = []
+
+    async def clock() -> str:
+        calls.append("clock")
+        return "noon"
+
+    tool = StructuredTool.from_function(coroutine=clock, name="clock", description="The time.")
+    async with FakeOpenAIServer() as server:
+        runtime = AgentRuntime(
+            ModelAccess("openai/gpt-test", "key", server.api_base), InMemorySaver()
+        )
+        server.default_reply = Reply(tool_calls=(ToolCall("clock", {}),))
+        turn = replace(_turn("t", "what time is it?"), tools=[tool], max_tool_rounds=2)
+        with pytest.raises(TurnError) as caught:
+            await _run(runtime, turn)
+        assert caught.value.kind == "tool_rounds"
+        assert calls == ["clock", "clock"]
+        assert len(server.requests) == 3  # the first call and one after each round
+        # The failed turn is undone whole: the thread is empty again.
+        assert await runtime.messages("t") == []

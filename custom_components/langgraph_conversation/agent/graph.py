@@ -44,7 +44,6 @@ from .tool_calls import requested_calls, run_tool_calls
 
 _LOGGER = logging.getLogger(__name__)
 
-HISTORY_NODE = "history"
 MODEL_NODE = "model"
 TOOLS_NODE = "tools"
 RETRIEVE_NODE = "retrieve"
@@ -225,9 +224,41 @@ def _system_prompt(state: AgentState, context: TurnContext, knowledge: str = "")
 
 
 async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
-    """The assistant's model call, with its tools bound."""
+    """The assistant's model call, with its tools bound (the turn's first fits the history)."""
+    state, fitted = await _history_fitted(state, runtime)
     prompt = [_system_prompt(state, runtime.context), *state["messages"]]
-    return await _stream_answer(prompt, runtime, with_tools=True)
+    return _after(fitted, await _stream_answer(prompt, runtime, with_tools=True))
+
+
+async def _history_fitted(
+    state: AgentState, runtime: Runtime[TurnContext]
+) -> tuple[AgentState, dict[str, Any]]:
+    """Before a turn's first model call (the request is the last message): the state with
+    old turns summarised if the thread is too long, and that change as an update.
+
+    Done inside the model's step rather than in a step of its own: every step is a
+    checkpoint written and a round of LangGraph's scheduling, on every turn.
+    """
+    messages = state["messages"]
+    if not messages or not isinstance(messages[-1], HumanMessage):
+        return state, {}
+    update = await fit_history(state, runtime)
+    if not update:
+        return state, {}
+    removed = {message.id for message in update["messages"]}
+    fitted: AgentState = {
+        **state,
+        "summary": update["summary"],
+        "messages": [message for message in messages if message.id not in removed],
+    }
+    return fitted, update
+
+
+def _after(fitted: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """One update of the history's changes, then the answer."""
+    if not fitted:
+        return answer
+    return {**fitted, "messages": [*fitted["messages"], *answer["messages"]]}
 
 
 def plain_conversation(messages: list[AnyMessage]) -> list[AnyMessage]:
@@ -250,8 +281,9 @@ def plain_conversation(messages: list[AnyMessage]) -> list[AnyMessage]:
 
 async def chat(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     """The chatbot's one model call: instructions and conversation, no tools."""
+    state, fitted = await _history_fitted(state, runtime)
     prompt = [_system_prompt(state, runtime.context), *plain_conversation(state["messages"])]
-    return await _stream_answer(prompt, runtime, with_tools=False)
+    return _after(fitted, await _stream_answer(prompt, runtime, with_tools=False))
 
 
 async def answer_from_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
@@ -306,9 +338,10 @@ async def retrieve_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -
     nothing by itself. Documents that cannot be searched cost the passages, not the
     answer: the model is told, and says so.
     """
+    state, fitted = await _history_fitted(state, runtime)
     context = runtime.context
     if context.knowledge is None:
-        return {"knowledge": None}
+        return {**fitted, "knowledge": None}
     question, earlier = _question_and_before(state["messages"])
     query = question
     summary = state.get("summary", "")
@@ -326,8 +359,8 @@ async def retrieve_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -
         passages = await context.knowledge.search(query)
     except Exception:
         _LOGGER.exception("Could not search the documents of %s", context.knowledge.source.agent)
-        return {"knowledge": None}
-    return {"knowledge": [{"source": p.source, "text": p.text} for p in passages]}
+        return {**fitted, "knowledge": None}
+    return {**fitted, "knowledge": [{"source": p.source, "text": p.text} for p in passages]}
 
 
 async def call_tools(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
@@ -366,7 +399,7 @@ async def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
 
 
 async def fit_history(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
-    """Before the turn's first model call: summarise old turns if the thread is too long."""
+    """Summarise old turns if the thread is too long (an update of summary and removals)."""
     context = runtime.context
     model = context.housekeeping_model
     if model is None:
@@ -382,11 +415,9 @@ async def fit_history(state: AgentState, runtime: Runtime[TurnContext]) -> dict[
 def build_assistant_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
     """The ReAct tool loop, compiled once per runtime (never per turn)."""
     graph = StateGraph(AgentState, context_schema=TurnContext)
-    graph.add_node(HISTORY_NODE, fit_history)
     graph.add_node(MODEL_NODE, call_model)
     graph.add_node(TOOLS_NODE, call_tools)
-    graph.add_edge(START, HISTORY_NODE)
-    graph.add_edge(HISTORY_NODE, MODEL_NODE)
+    graph.add_edge(START, MODEL_NODE)
     graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, END])
     graph.add_edge(TOOLS_NODE, MODEL_NODE)
     return graph.compile(checkpointer=checkpointer)
@@ -405,18 +436,14 @@ def _sequence_graph(
 
 def build_chatbot_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
     """One model call per turn, no tools."""
-    return _sequence_graph(checkpointer, [(HISTORY_NODE, fit_history), (MODEL_NODE, chat)])
+    return _sequence_graph(checkpointer, [(MODEL_NODE, chat)])
 
 
 def build_rag_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
     """Retrieve, then one model call that answers from what was found."""
     return _sequence_graph(
         checkpointer,
-        [
-            (HISTORY_NODE, fit_history),
-            (RETRIEVE_NODE, retrieve_knowledge),
-            (MODEL_NODE, answer_from_knowledge),
-        ],
+        [(RETRIEVE_NODE, retrieve_knowledge), (MODEL_NODE, answer_from_knowledge)],
     )
 
 
@@ -433,5 +460,6 @@ def build_graphs(checkpointer: BaseCheckpointSaver) -> dict[AgentKind, CompiledS
 
 
 def recursion_limit(max_tool_rounds: int) -> int:
-    """Graph steps for the history step, `max_tool_rounds` tool rounds and the answer."""
-    return 2 * max_tool_rounds + 2
+    """Graph steps for `max_tool_rounds` tool rounds (a tools step and a model step each)
+    after the first model call; the other kinds take at most two steps."""
+    return max(2 * max_tool_rounds + 1, 2)
