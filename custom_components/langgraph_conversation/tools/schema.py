@@ -10,11 +10,11 @@ common subset, which loses nothing a model needs to call Home Assistant's tools.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from enum import Enum
-from functools import partial
+from functools import cache, partial
 import json
-from types import BuiltinFunctionType, FunctionType, MethodType
+from types import BuiltinFunctionType, FunctionType, MethodType, NoneType
 from typing import Any
 
 import voluptuous as vol
@@ -136,53 +136,72 @@ class _ByIdentity:
         return id(self.value)
 
 
-def _attributes(value: Any) -> Iterator[tuple[str, Any]]:
-    """An object's instance attributes, from its __dict__ and its classes' __slots__."""
-    yield from getattr(value, "__dict__", {}).items()
-    for cls in type(value).__mro__:
-        slots = cls.__dict__.get("__slots__", ())
-        for name in (slots,) if isinstance(slots, str) else slots:
-            if name not in ("__dict__", "__weakref__") and hasattr(value, name):
-                yield name, getattr(value, name)
+@cache
+def _slot_names(cls: type) -> tuple[str, ...]:
+    """The instance attributes a class and its bases declare in __slots__."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else slots
+    return tuple(name for name in names if name not in ("__dict__", "__weakref__"))
 
 
-def _fingerprint(value: Any, ancestors: tuple[int, ...] = ()) -> Hashable:
+_ATOMS = (str, int, float, bool, bytes, type, Enum, NoneType)
+_FUNCTIONS = (FunctionType, BuiltinFunctionType, MethodType, partial)
+
+
+def _fingerprint(value: Any, path: set[int] | None = None) -> Hashable:
     """A hashable summary of everything the conversion can read from `value`.
 
     Equal fingerprints mean equal types and values all the way down, so the conversion (a
     function of exactly that) gives equal results. Functions, and objects that show no
     attributes, count by identity: one made anew per turn only costs a cache miss.
     """
-    if value is None or isinstance(value, str | int | float | bool | bytes | type | Enum):
+    if type(value) is str:  # most leaves: names, descriptions
+        return value
+    if isinstance(value, _ATOMS):
+        # With its type: True, 1 and 1.0 are equal in Python but not in a JSON schema.
         return (type(value), value)
-    if id(value) in ancestors:
-        # A validator pointing back at the schema that compiled it: nothing new in it.
-        return "^"
-    ancestors = (*ancestors, id(value))
-    if isinstance(value, dict):
-        return (
-            dict,
-            tuple(
-                (_fingerprint(key, ancestors), _fingerprint(item, ancestors))
-                for key, item in value.items()
-            ),
-        )
-    if isinstance(value, list | tuple):
-        return (type(value), tuple(_fingerprint(item, ancestors) for item in value))
-    if isinstance(value, set | frozenset):
-        return (type(value), frozenset(_fingerprint(item, ancestors) for item in value))
-    if isinstance(value, FunctionType | BuiltinFunctionType | MethodType | partial):
+    if isinstance(value, _FUNCTIONS):
         # What a function does is its code and closure, which cannot be compared.
         return _ByIdentity(value)
+    path = set() if path is None else path
+    if id(value) in path:
+        # A validator pointing back at the schema that compiled it: nothing new in it.
+        return "^"
+    path.add(id(value))
+    try:
+        if isinstance(value, dict):
+            return (
+                dict,
+                tuple(
+                    (_fingerprint(key, path), _fingerprint(item, path))
+                    for key, item in value.items()
+                ),
+            )
+        if isinstance(value, list | tuple):
+            return (type(value), tuple(_fingerprint(item, path) for item in value))
+        if isinstance(value, set | frozenset):
+            return (type(value), frozenset(_fingerprint(item, path) for item in value))
+        return _object_fingerprint(value, path)
+    finally:
+        path.discard(id(value))
+
+
+def _object_fingerprint(value: Any, path: set[int]) -> Hashable:
+    attributes = dict(getattr(value, "__dict__", ()))
+    for name in _slot_names(type(value)):
+        if hasattr(value, name):
+            attributes[name] = getattr(value, name)
     fields = []
-    for name, attribute in _attributes(value):
+    for name, attribute in attributes.items():
         # Compiled validators and per-instance hash functions derive from the rest.
         if name == "_compiled" or name.startswith("__"):
             continue
         if name == "default" and isinstance(value, vol.Marker) and callable(attribute):
             # vol.Optional wraps its default in a new function per schema.
             attribute = attribute()
-        fields.append((name, _fingerprint(attribute, ancestors)))
+        fields.append((name, _fingerprint(attribute, path)))
     if not fields:
         return (type(value), _ByIdentity(value))
     return (type(value), tuple(fields))
