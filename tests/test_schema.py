@@ -9,6 +9,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 import pytest
 import voluptuous as vol
 
+from custom_components.langgraph_conversation.agent.state import openai_tool
 from custom_components.langgraph_conversation.tools import schema as tool_schema
 from custom_components.langgraph_conversation.tools.ha_llm_api import tools_from_llm_api
 from custom_components.langgraph_conversation.tools.schema import (
@@ -94,6 +95,8 @@ async def test_every_assist_tool_is_provider_safe(hass: HomeAssistant) -> None:
     tools = tools_from_llm_api(hass, await assist_api(hass))
     assert len(tools) >= 5
     for tool in tools:
+        # What the model is bound with is exactly langchain's conversion.
+        assert openai_tool(tool) == convert_to_openai_tool(tool)
         spec = convert_to_openai_tool(tool)["function"]
         assert spec["name"] == tool.name
         assert 0 < len(spec["name"]) <= 64
@@ -160,6 +163,10 @@ def test_every_tool_of_ours_is_provider_safe() -> None:
 
     from custom_components.langgraph_conversation.agent.memory import MemoryScope, memory_tools
     from custom_components.langgraph_conversation.tools import TOOLS
+    from custom_components.langgraph_conversation.tools.registry import (
+        ToolContext,
+        as_langchain_tools,
+    )
 
     specs = TOOLS.specs(TOOLS.categories)
     assert {spec.category for spec in specs} == {"entities", "lights", "media", "weather"}
@@ -171,6 +178,10 @@ def test_every_tool_of_ours_is_provider_safe() -> None:
         assert_tool_schema(spec.parameters)
     for tool in memory_tools(InMemoryStore(), MemoryScope.for_user(None)):
         assert_tool_schema(convert_to_openai_tool(tool)["function"]["parameters"])
+        assert openai_tool(tool) == convert_to_openai_tool(tool)
+    context = ToolContext(hass=None, context=None, language="en")  # type: ignore[arg-type]
+    for tool in as_langchain_tools(specs, context):
+        assert openai_tool(tool) == convert_to_openai_tool(tool)
 
 
 async def test_assist_tools_are_converted_once_per_distinct_schema(hass: HomeAssistant) -> None:

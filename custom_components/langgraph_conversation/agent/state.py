@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph.message import add_messages
 
 from .knowledge import KnowledgeIndex
@@ -27,6 +28,30 @@ class AgentState(TypedDict):
     # Passages the rag kind retrieved for this turn ({"source", "text"}); None when the
     # documents could not be searched. Replaced every rag turn.
     knowledge: NotRequired[list[dict[str, str]] | None]
+
+
+# Top-level keywords langchain's conversion moves out of a tool's JSON schema.
+_NOT_PARAMETERS = frozenset({"title", "description", "definitions", "$defs"})
+
+
+def openai_tool(tool: BaseTool) -> dict[str, Any]:
+    """A tool in the OpenAI format chat models are bound with.
+
+    Tools with a JSON schema (Home Assistant's and ours, sanitised by tools/schema.py: no
+    references, no titles) are written out directly: langchain's conversion walks every
+    schema again on every turn (dereferencing, dropping titles) to produce the same dict.
+    """
+    schema = tool.args_schema
+    if not isinstance(schema, dict):
+        return convert_to_openai_tool(tool)
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": {k: v for k, v in schema.items() if k not in _NOT_PARAMETERS},
+        },
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +113,10 @@ class TurnContext:
         same tools.
         """
 
+        formatted = [openai_tool(tool) for tool in tools]
+
         def bound(model: BaseChatModel) -> Runnable:
-            return model.bind_tools(tools) if tools else model
+            return model.bind_tools(formatted) if formatted else model
 
         fallback = roles.fallback if roles is not None else None
         return cls(
