@@ -130,11 +130,14 @@ async def _stream_with_fallback(
             try:
                 async for chunk in answer_stream(model, prompt):
                     if text := chunk_text(chunk):
-                        streamed = True
                         write(TextDelta(text))
-                        # Chunks already buffered would otherwise all be read before the
-                        # consumer runs once: let the delta reach the ChatLog (and TTS) now.
-                        await asyncio.sleep(0)
+                        if not streamed:
+                            # Chunks already buffered would otherwise all be read before
+                            # the consumer runs once: let the first words reach the ChatLog
+                            # (and TTS) now. Later chunks wait for the network, which lets
+                            # the consumer run anyway; a pause per chunk would only cost.
+                            await asyncio.sleep(0)
+                        streamed = True
                     chunks.append(chunk)
             except Exception as err:  # noqa: BLE001  retried, passed on, or raised redacted
                 # Only a redacted copy leaves the node: LangGraph would store the original
