@@ -8,9 +8,13 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
 from custom_components.langgraph_conversation.agent.confirmation import is_affirmative
+from custom_components.langgraph_conversation.tools.critical import (
+    _CRITICAL_DOMAINS,
+    critical_action,
+)
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
-from homeassistant.core import Context, HomeAssistant
+from homeassistant.core import Context, HomeAssistant, State
 
 from .conftest import agent_entity_id
 from .fakes import FakeOpenAIServer, ToolCall
@@ -136,3 +140,55 @@ async def test_garage_door_opening_is_critical(
 def test_is_affirmative(reply: str, expected: bool) -> None:
     """Only a clear yes confirms."""
     assert is_affirmative(reply) is expected
+
+
+_SAMPLE_STATES = [
+    State("lock.front", "locked"),
+    State("alarm_control_panel.home", "armed_away"),
+    State("cover.garage", "closed", {"device_class": "garage"}),
+    State("cover.gate", "closed", {"device_class": "gate"}),
+    State("cover.blind", "closed", {"device_class": "blind"}),
+    State("light.kitchen", "off"),
+    State("switch.kettle", "off"),
+    State("valve.water", "closed"),
+    State("fan.attic", "off"),
+]
+
+
+@pytest.mark.parametrize(
+    "intent_type",
+    ["HassTurnOn", "HassTurnOff", "HassToggle", "HassSetPosition", "HassLightSet", "HassGetState"],
+)
+def test_critical_domains_hold_every_critical_action(intent_type: str) -> None:
+    """The check only matches targets in _CRITICAL_DOMAINS: every state on which an intent
+    is critical must be in its domains there, or a critical call would go unasked."""
+    for state in _SAMPLE_STATES:
+        for args in ({}, {"position": 0}, {"position": 60}):
+            if critical_action(intent_type, state, args) is not None:
+                assert state.domain in _CRITICAL_DOMAINS.get(intent_type, ()), (state, args)
+
+
+async def test_a_domain_outside_the_critical_ones_is_not_asked(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A light named like the garage door, asked for as a light, switches at once."""
+    hass.states.async_set(
+        "cover.garage", "closed", {"friendly_name": "Garage", "device_class": "garage"}
+    )
+    async_expose_entity(hass, conversation.DOMAIN, "cover.garage", True)
+    add_light(hass, "garage", "Garage", exposed=True)
+    turn_on = async_mock_service(hass, "light", "turn_on")
+    open_cover = async_mock_service(hass, "cover", "open_cover")
+    tool = await assist_tool_name(hass, "HassTurnOn")
+    openai_server.add_tool_calls([ToolCall(tool, {"name": "Garage", "domain": ["light"]})])
+    openai_server.add_text("The garage light is on.")
+    done = await _ask(hass, setup_integration, "Garage light on", None)
+    assert done.response.speech["plain"]["speech"] == "The garage light is on."
+    assert len(turn_on) == 1
+    assert open_cover == []
+
+    # Without the domain, the same name reaches the door too: asked first.
+    openai_server.add_tool_calls([ToolCall(tool, {"name": "Garage"})])
+    asked = await _ask(hass, setup_integration, "Garage on", None)
+    assert "open Garage" in asked.response.speech["plain"]["speech"]
+    assert open_cover == []

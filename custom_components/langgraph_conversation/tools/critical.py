@@ -18,6 +18,15 @@ from ..agent.confirmation import ConfirmationCheck
 
 _OPENABLE_DEVICE_CLASSES = {"garage", "gate"}
 
+# The domains in which each intent can do something critical (see critical_action). The
+# check only matches targets in these: matching every entity of the home again for each
+# tool call (the intent handler matches them too) cost as much as the rest of the turn.
+_CRITICAL_DOMAINS = {
+    "HassTurnOff": ("lock", "alarm_control_panel"),
+    "HassTurnOn": ("cover",),
+    "HassSetPosition": ("cover",),
+}
+
 
 def intent_name(tool_name: str) -> str:
     """The intent behind an Assist tool name: 2026.8+ prefixes it ("intent__HassTurnOn")."""
@@ -37,14 +46,24 @@ def _device_area(hass: HomeAssistant, device_id: str | None) -> str | None:
 
 
 def matched_states(
-    hass: HomeAssistant, assistant: str, device_id: str | None, args: dict[str, Any]
+    hass: HomeAssistant,
+    assistant: str,
+    device_id: str | None,
+    args: dict[str, Any],
+    within: tuple[str, ...] | None = None,
 ) -> list[State]:
-    """The entities an intent call with these arguments would act on."""
+    """The entities an intent call with these arguments would act on (those `within`
+    these domains, if given)."""
+    domains = _as_list(args.get("domain"))
+    if within is not None:
+        domains = [domain for domain in domains or within if domain in within]
+        if not domains:
+            return []
     constraints = intent.MatchTargetsConstraints(
         name=args.get("name"),
         area_name=args.get("area"),
         floor_name=args.get("floor"),
-        domains=_as_list(args.get("domain")),
+        domains=domains,
         device_classes=_as_list(args.get("device_class")),
         assistant=assistant,
         allow_duplicate_names=True,
@@ -78,11 +97,14 @@ def assist_tool_check(
 ) -> ConfirmationCheck:
     """The confirmation check of one Home Assistant API tool."""
     intent_type = intent_name(tool_name)
+    domains = _CRITICAL_DOMAINS.get(intent_type)
 
     async def check(args: dict[str, Any]) -> str | None:
+        if domains is None:  # nothing this intent does is critical
+            return None
         actions = [
             action
-            for state in matched_states(hass, assistant, device_id, args)
+            for state in matched_states(hass, assistant, device_id, args, domains)
             if (action := critical_action(intent_type, state, args))
         ]
         return ", ".join(actions) or None
