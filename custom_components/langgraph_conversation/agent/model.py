@@ -309,6 +309,16 @@ class ChatModel(ChatLiteLLM):
             async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
                 yield chunk
             return
+        async for message in self._lean_messages(messages, stop, **kwargs):
+            generation = ChatGenerationChunk(message=message)
+            if run_manager:
+                await run_manager.on_llm_new_token(message.text, chunk=generation)
+            yield generation
+
+    async def _lean_messages(
+        self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any
+    ) -> AsyncIterator[AIMessageChunk]:
+        """The lean stream of `_astream`, as message chunks."""
         message_dicts, params = self._create_message_dicts(messages, stop)
         params = {**params, **kwargs, "stream": True}
         if self.stream_options is not None:
@@ -321,10 +331,7 @@ class ChatModel(ChatLiteLLM):
         lean = isinstance(raw, OllamaChatCompletionResponseIterator)
         try:
             async for message in _ollama_chunks(raw) if lean else _wrapped_chunks(wrapper):
-                generation = ChatGenerationChunk(message=message)
-                if run_manager:
-                    await run_manager.on_llm_new_token(message.text, chunk=generation)
-                yield generation
+                yield message
         except httpx.TimeoutException:
             raise  # the wrapper passes timeouts on unchanged too
         except Exception as err:
@@ -342,6 +349,10 @@ class ChatModel(ChatLiteLLM):
         an event per chunk, a merge of the whole answer for on_llm_end); nothing in this
         integration listens to them, and the graph merges the answer itself once.
         """
+        if self._provider in LEAN_STREAM_PROVIDERS:
+            async for message in self._lean_messages(messages, None, **kwargs):
+                yield message
+            return
         async for generation in self._astream(messages, **kwargs):
             message = generation.message
             if generation.generation_info:
