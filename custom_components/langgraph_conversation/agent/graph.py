@@ -191,7 +191,7 @@ async def _stream_answer(
 ) -> dict[str, Any]:
     """Stream one model answer; every token goes out as it arrives."""
     context = runtime.context
-    write = runtime.stream_writer
+    write = runtime.context.emit
     write(MessageStarted())
     merged, answered_by = await _stream_with_fallback(context, prompt, write)
     write(_model_call_finished(answered_by, merged, context))
@@ -354,7 +354,7 @@ async def retrieve_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -
         try:
             query, answer = await rewrite_as_search_query(rewrite_model, earlier, question, summary)
             role = context.roles.fast if context.roles is not None else None
-            runtime.stream_writer(_model_call_finished(role, answer, context, answer=False))
+            context.emit(_model_call_finished(role, answer, context, answer=False))
         except Exception as err:  # noqa: BLE001  the question itself is still a query
             _LOGGER.warning("Could not rewrite a follow-up into a search query: %s", err)
         query = query or question
@@ -384,7 +384,7 @@ async def call_tools(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
         if not is_affirmative(reply):
             declined_ids = frozenset(needed)
     results = await run_tool_calls(
-        message, tools, runtime.stream_writer, declined_ids=declined_ids, reply=str(reply)
+        message, tools, runtime.context.emit, declined_ids=declined_ids, reply=str(reply)
     )
     return {"messages": results}
 
@@ -410,7 +410,7 @@ async def fit_history(state: AgentState, runtime: Runtime[TurnContext]) -> dict[
     role = context.roles.fast if context.roles is not None else None
 
     def report(answer: AIMessage) -> None:
-        runtime.stream_writer(_model_call_finished(role, answer, context, answer=False))
+        context.emit(_model_call_finished(role, answer, context, answer=False))
 
     return await compact_history(model, dict(state), context.history_budget, report)
 

@@ -415,25 +415,14 @@ class AgentRuntime:
                 graph_input = {"messages": request}
                 undo_from = request[0].id
             answered = False
-            # Each step is saved before the next runs: a failing file stops the turn
-            # before anything it could not record happens.
-            async for mode, payload in graph.astream(
-                graph_input,
-                config,
-                context=context,
-                stream_mode=["custom", "updates"],
-                durability="sync",
-            ):
-                if mode == "updates":
-                    if actions := _confirmation_actions(payload.get("__interrupt__", ())):
-                        answered = True
-                        yield MessageStarted()
-                        yield ConfirmationRequested(actions)
-                    continue
+            async for payload in _run_graph(graph, graph_input, config, context):
                 if isinstance(payload, MessageStarted):
                     answered = False
                 elif isinstance(payload, TextDelta) and payload.text.strip():
                     answered = True
+                elif isinstance(payload, ConfirmationRequested):
+                    answered = True
+                    yield MessageStarted()
                 yield payload
             if not answered:
                 # Nothing to say is no answer: a voice user would hear silence.
@@ -528,6 +517,44 @@ class AgentRuntime:
 
 # `undo_from` of a turn that resumed a paused exchange.
 _RESUMED = "resumed"
+
+# The end of a graph run in its event queue.
+_DONE = object()
+
+
+async def _run_graph(
+    graph: CompiledStateGraph, graph_input: Any, config: dict[str, Any], context: TurnContext
+) -> AsyncIterator[AgentEvent]:
+    """Run the graph, yielding the events its nodes emit, as they emit them.
+
+    The nodes put events straight into a queue on the loop. LangGraph's "custom" stream
+    would carry them too, but hands each one over with call_soon_threadsafe (a wake-up of
+    the loop through its self-pipe) and through its own stream machinery: the cost of a
+    whole step per answer. A pause for a confirmation ends the run with the interrupt in
+    its result.
+    """
+    events: asyncio.Queue[Any] = asyncio.Queue()
+    run = asyncio.ensure_future(
+        # Each step is saved before the next runs: a failing file stops the turn before
+        # anything it could not record happens.
+        graph.ainvoke(
+            graph_input,
+            config,
+            context=replace(context, emit=events.put_nowait),
+            durability="sync",
+        )
+    )
+    run.add_done_callback(lambda _: events.put_nowait(_DONE))
+    try:
+        while (event := await events.get()) is not _DONE:
+            yield event
+        result = run.result()
+    finally:
+        if not run.done():
+            run.cancel()
+            await asyncio.gather(run, return_exceptions=True)
+    if actions := _confirmation_actions(result.get("__interrupt__", ())):
+        yield ConfirmationRequested(actions)
 
 
 def _confirmation_actions(interrupts: Iterable[Interrupt]) -> tuple[str, ...]:

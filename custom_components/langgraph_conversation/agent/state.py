@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, TypedDict
 
@@ -28,6 +28,10 @@ class AgentState(TypedDict):
     # Passages the rag kind retrieved for this turn ({"source", "text"}); None when the
     # documents could not be searched. Replaced every rag turn.
     knowledge: NotRequired[list[dict[str, str]] | None]
+
+
+def _ignore(_event: Any) -> None:
+    """No listener: events are dropped."""
 
 
 # Top-level keywords langchain's conversion moves out of a tool's JSON schema.
@@ -80,6 +84,9 @@ class TurnContext:
     roles: RoleModels | None = None
     # The fallback model bound to the same tools, tried when the main model fails.
     fallback_model: Runnable | None = None
+    # Where the graph's nodes send the turn's events (tokens, tool results, model calls),
+    # in order, as they happen; the runtime sets it for each run.
+    emit: Callable[[Any], None] = _ignore
 
     @property
     def housekeeping_model(self) -> BaseChatModel | None:
