@@ -519,7 +519,11 @@ def register_local_model(access: ModelAccess) -> None:
         "input_cost_per_token": 0.0,
         "output_cost_per_token": 0.0,
     }
-    litellm.register_model({access.model: entry, name: entry})
+    # The bare name first: registering a new key looks it up, and for an Ollama key that
+    # LiteLLM does not know yet the lookup POSTs to localhost:11434/api/show (whatever the
+    # configured server). Once the bare name is known, the prefixed one is found without.
+    litellm.register_model({name: entry})
+    litellm.register_model({access.model: entry})
 
 
 # Lazy attributes of litellm whose resolution builds the default tiktoken encoding.
