@@ -85,7 +85,8 @@ class TurnContext:
     # The fallback model bound to the same tools, tried when the main model fails.
     fallback_model: Runnable | None = None
     # Where the graph's nodes send the turn's events (tokens, tool results, model calls),
-    # in order, as they happen; the runtime sets it for each run.
+    # in order, as they happen; the runtime sets it for each run. Called on the event
+    # loop only: every node is a coroutine (LangGraph runs plain functions in threads).
     emit: Callable[[Any], None] = _ignore
 
     @property
