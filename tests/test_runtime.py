@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+import inspect
 
 from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 import pytest
 
 from custom_components.langgraph_conversation.agent.events import MessageStarted, TextDelta
+from custom_components.langgraph_conversation.agent.graph import build_graphs
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
 from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn, TurnError
 
@@ -88,3 +90,18 @@ async def test_tool_rounds_stop_at_the_limit(socket_enabled: None) -> None:
         assert len(server.requests) == 3  # the first call and one after each round
         # The failed turn is undone whole: the thread is empty again.
         assert await runtime.messages("t") == []
+
+
+def test_every_node_and_branch_runs_on_the_loop() -> None:
+    """Nodes emit events into an asyncio queue (TurnContext.emit), which only works on the
+    loop: LangGraph runs a plain function in a thread, so every node must be a coroutine."""
+    for kind, graph in build_graphs(InMemorySaver()).items():
+        runnables = [spec.runnable for spec in graph.builder.nodes.values()]
+        runnables += [
+            branch.path
+            for branches in graph.builder.branches.values()
+            for branch in branches.values()
+        ]
+        for runnable in runnables:
+            assert runnable.func is None, (kind, runnable)
+            assert inspect.iscoroutinefunction(runnable.afunc), (kind, runnable)
