@@ -28,6 +28,13 @@ def _add_lock(hass: HomeAssistant) -> None:
     async_expose_entity(hass, conversation.DOMAIN, "lock.front_door", True)
 
 
+def _add_garage_door(hass: HomeAssistant, name: str) -> None:
+    hass.states.async_set(
+        "cover.garage", "closed", {"friendly_name": name, "device_class": "garage"}
+    )
+    async_expose_entity(hass, conversation.DOMAIN, "cover.garage", True)
+
+
 async def _ask(hass: HomeAssistant, entry: MockConfigEntry, text: str, conversation_id: str | None):
     return await conversation.async_converse(
         hass, text, conversation_id, Context(), agent_id=agent_entity_id(hass, entry)
@@ -107,10 +114,7 @@ async def test_garage_door_opening_is_critical(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
     """Opening a cover of device class garage asks first."""
-    hass.states.async_set(
-        "cover.garage", "closed", {"friendly_name": "Garage Door", "device_class": "garage"}
-    )
-    async_expose_entity(hass, conversation.DOMAIN, "cover.garage", True)
+    _add_garage_door(hass, "Garage Door")
     open_cover = async_mock_service(hass, "cover", "open_cover")
     openai_server.add_tool_calls(
         [ToolCall(await assist_tool_name(hass, "HassTurnOn"), {"name": "Garage Door"})]
@@ -172,10 +176,7 @@ async def test_a_domain_outside_the_critical_ones_is_not_asked(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
     """A light named like the garage door, asked for as a light, switches at once."""
-    hass.states.async_set(
-        "cover.garage", "closed", {"friendly_name": "Garage", "device_class": "garage"}
-    )
-    async_expose_entity(hass, conversation.DOMAIN, "cover.garage", True)
+    _add_garage_door(hass, "Garage")
     add_light(hass, "garage", "Garage", exposed=True)
     turn_on = async_mock_service(hass, "light", "turn_on")
     open_cover = async_mock_service(hass, "cover", "open_cover")
