@@ -96,8 +96,20 @@ ensure_rootfs() {
             die "could not install debootstrap; install python$minor instead"
     fi
     mirror=$(debian_mirror)
-    rm -rf "$rootfs"
     mkdir -p "$CACHE_ROOT"
+    # Two runs (two checkouts, say) needing the same root filesystem build it once: the
+    # second waits for the first and then finds it ready.
+    exec 8>"$CACHE_ROOT/.rootfs-$suite.lock"
+    flock 8
+    if [ -f "$marker" ]; then
+        exec 8>&-
+        return 0
+    fi
+    # A debootstrap that died leaves its mounts (proc, sys, dev) inside the tree.
+    local mounted
+    mounted=$(awk -v root="$rootfs/" 'index($2, root) == 1 {print $2}' /proc/mounts | sort -r)
+    for mounted in $mounted; do umount -l "$mounted" 2>/dev/null || true; done
+    rm -rf "$rootfs"
     log "building a Debian $suite root filesystem for Python $minor in $rootfs"
     local keyring=()
     [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] &&
@@ -108,6 +120,7 @@ ensure_rootfs() {
         die "debootstrap $suite failed, see $CACHE_ROOT/debootstrap-$suite.log"
     mkdir -p "$rootfs/repo" "$rootfs/shared" "$rootfs/opt/lgc"
     touch "$marker"
+    exec 8>&-
 }
 
 # Files that must be fresh in the root filesystem at every entry.
