@@ -166,10 +166,6 @@ faça isso | faz isso | sim faça isso
 ja tack | ja gärna | javisst | absolut | gör det | ja gör det | bekräftar | bekräftat | visst
 ja tak | ja gerne | gør det | ja gør det | bekræft | bekræftet | selvfølgelig | helt sikkert
 """
-YES_REPLIES = frozenset(
-    phrase.strip() for line in _YES_PHRASES.splitlines() for phrase in line.split("|")
-) - {""}
-
 # A question mark makes any reply a question ("Yes? What do you mean?", "Sí?").
 _QUESTION_MARKS = ("?", "\u00bf", "\uff1f", "\u037e")  # ? ¿ fullwidth ? Greek ;
 _PUNCTUATION = re.compile(r"[^\w\s']")
@@ -179,6 +175,11 @@ def normalized_reply(reply: str) -> str:
     """A reply as the yes list spells it: NFKC, case-folded, punctuation and spacing folded."""
     text = unicodedata.normalize("NFKC", reply).casefold().replace("\u2019", "'")
     return " ".join(_PUNCTUATION.sub(" ", text).split())
+
+
+YES_REPLIES = frozenset(
+    normalized_reply(phrase) for line in _YES_PHRASES.splitlines() for phrase in line.split("|")
+) - {""}
 
 
 def is_affirmative(reply: Any) -> bool:
