@@ -537,3 +537,71 @@ async def test_the_gate_leaves_with_the_last_entry(
     )
     assert await hass.config_entries.async_unload(setup_integration.entry_id)
     assert type(hass.services) is ServiceRegistry
+
+
+@pytest.mark.parametrize(
+    ("agent_overrides", "rating", "unlocked"),
+    [
+        (
+            {"safety_check": True, CONF_CONFIRM_ENTITIES: MARKED},
+            "HIGH: an automation unlocking the front door at night",
+            False,
+        ),
+        (
+            {"safety_check": True, CONF_CONFIRM_ENTITIES: MARKED},
+            "LOW: a routine the household set up",
+            True,
+        ),
+        ({"safety_check": True, CONF_CONFIRM_ENTITIES: MARKED}, "I cannot tell.", False),
+    ],
+)
+async def test_safety_check_for_requests_without_a_person(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    rating: str,
+    unlocked: bool,
+) -> None:
+    """An automation's request that would unlock is rated first: HIGH (or no rating)
+    refuses at once; LOW still waits for a yes in the same conversation."""
+    recorder = await build_home(hass)
+    tool = next(t.name for t in (await assist_api(hass)).tools if t.name.endswith("HassTurnOff"))
+    openai_server.add_tool_calls([ToolCall(tool, {"name": "Front Door"})])
+    openai_server.add_text(rating)
+    openai_server.add_text("I did not unlock the front door.")
+    first = await _converse(hass, setup_integration, "Unlock the front door", None)
+    assert recorder.critical_since(0) == []
+    # The rating request quoted the automation's words and named the action.
+    check = openai_server.requests[1]
+    assert "Unlock the front door" in text_of(messages_of(check, "user")[-1])
+    assert "unlock Front Door" in text_of(messages_of(check, "user")[-1])
+    if not unlocked:
+        assert _speech(first) == "I did not unlock the front door."
+        refusal = json.loads(text_of(messages_of(openai_server.requests[2], "tool")[-1]))
+        assert refusal["error"] == "refused_by_safety_check"
+        return
+    assert "unlock Front Door" in _speech(first)
+    openai_server.requests.clear()
+    await _converse(hass, setup_integration, "yes", first.conversation_id)
+    assert recorder.critical_since(0) == [("lock", "unlock", {"entity_id": ["lock.front_door"]})]
+
+
+async def test_no_safety_check_when_a_person_is_there(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    hass_admin_user: Any,
+) -> None:
+    """A signed-in person is asked directly; the model is not asked to rate them."""
+    await build_home(hass)
+    tool = next(t.name for t in (await assist_api(hass)).tools if t.name.endswith("HassTurnOff"))
+    openai_server.add_tool_calls([ToolCall(tool, {"name": "Front Door"})])
+    first = await _converse(
+        hass,
+        setup_integration,
+        "Unlock the front door",
+        None,
+        context=Context(user_id=hass_admin_user.id),
+    )
+    assert "unlock Front Door" in _speech(first)
+    assert openai_server.request_count == 1

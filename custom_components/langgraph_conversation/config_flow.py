@@ -71,6 +71,7 @@ from .const import (
     CONF_MODEL_RETRIES,
     CONF_PROMPT,
     CONF_REQUEST_TIMEOUT,
+    CONF_SAFETY_CHECK,
     CONF_SEARCH_KNOWLEDGE,
     CONF_TEMPERATURE,
     CONF_THREAD_IDLE_DAYS,
@@ -315,6 +316,7 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
             vol.Optional(CONF_CONFIRM_ENTITIES): EntitySelector(
                 EntitySelectorConfig(multiple=True)
             ),
+            vol.Optional(CONF_SAFETY_CHECK, default=False): BooleanSelector(),
             vol.Optional(CONF_COMPACT_CONTEXT, default=False): BooleanSelector(),
             vol.Optional(CONF_MEMORY, default=True): BooleanSelector(),
             vol.Optional(CONF_LEARN_MEMORIES, default=False): BooleanSelector(),

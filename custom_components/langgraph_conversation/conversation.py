@@ -55,6 +55,7 @@ from .const import (
     CONF_MODEL,
     CONF_MODEL_RETRIES,
     CONF_PROMPT,
+    CONF_SAFETY_CHECK,
     CONF_SEARCH_KNOWLEDGE,
     CONF_TOOL_CATEGORIES,
     DEFAULT_AGENT_KIND,
@@ -372,6 +373,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                 conversation_id=chat_log.conversation_id,
             ),
             now=now,
+            safety_check=options.get(CONF_SAFETY_CHECK, False),
         )
         try:
             async for _content in chat_log.async_add_delta_content_stream(

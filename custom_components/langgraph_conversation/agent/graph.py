@@ -34,11 +34,18 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from .confirmation import pause_value
-from .events import MessageStarted, ModelCallFinished, TextDelta, ToolCallsRequested
+from .events import (
+    MessageStarted,
+    ModelCallFinished,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallsRequested,
+)
 from .history import compact_history
 from .knowledge import Passage, knowledge_block
 from .model import answer_stream, classify_error, is_retryable, redacted_error, retry_delay
 from .roles import ModelRole, RoleModel, falls_back
+from .safety import SafetyRating, rate_unattended_request
 from .state import AgentState, TurnContext
 from .tool_calls import confirmed_results, requested_calls, run_tool_calls, tool_message
 
@@ -388,7 +395,47 @@ async def call_tools(state: AgentState, runtime: Runtime[TurnContext]) -> dict[s
     results = await run_tool_calls(message, context.tools, context.emit, held=held_ids)
     if held is None:
         return {"messages": results}
+    if not context.requester.present and context.safety_check:
+        rating = await _safety_rating(state, context, held.actions)
+        if rating is not None and rating.blocks:
+            await effects.release(held.token, confirmed=False)  # type: ignore[union-attr]
+            refused = [
+                ToolCallFinished(
+                    call,
+                    {
+                        "error": "refused_by_safety_check",
+                        "error_text": (
+                            f"Not done: the safety check rated this unattended request HIGH risk "
+                            f"({rating.reason})."
+                        ),
+                    },
+                    is_error=True,
+                )
+                for call in requested_calls(message)
+                if call.id in held.by_call
+            ]
+            for done in refused:
+                context.emit(done)
+            return {"messages": [*results, *(tool_message(done) for done in refused)]}
     return {"messages": results, "held": pause_value(held, context.requester, context.now)}
+
+
+async def _safety_rating(
+    state: AgentState, context: TurnContext, actions: tuple[str, ...]
+) -> SafetyRating | None:
+    """The fast model's rating of the request that led to critical actions."""
+    model = context.housekeeping_model
+    if model is None:
+        return None
+    request, _ = _question_and_before(state["messages"])
+    rating = await rate_unattended_request(model, request, actions)
+    _LOGGER.warning(
+        "Safety check of an unattended request leading to %s: %s (%s)",
+        ", ".join(actions),
+        rating.level,
+        rating.reason,
+    )
+    return rating
 
 
 async def confirm_effects(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:

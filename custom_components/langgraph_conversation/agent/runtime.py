@@ -133,6 +133,8 @@ class Turn:
     requester: Requester = field(default_factory=Requester)
     # When the turn started (seconds since the epoch); 0 reads the clock.
     now: float = 0.0
+    # The fast model rates requests without a person that lead to critical effects.
+    safety_check: bool = False
 
 
 class AgentRuntime:
@@ -334,7 +336,11 @@ class AgentRuntime:
             roles=roles,
         )
         context = replace(
-            context, effects=turn.effects, requester=turn.requester, now=turn.now or time.time()
+            context,
+            effects=turn.effects,
+            requester=turn.requester,
+            now=turn.now or time.time(),
+            safety_check=turn.safety_check,
         )
         async with self._lock(turn.thread_id), self._tracked():
             await self._touch_thread(turn.thread_id)

@@ -99,6 +99,8 @@ class TurnContext:
     effects: EffectGuard | None = None
     requester: Requester = field(default_factory=Requester)
     now: float = 0.0
+    # Rate unattended requests that lead to critical effects first (safety.py).
+    safety_check: bool = False
 
     @property
     def housekeeping_model(self) -> BaseChatModel | None:

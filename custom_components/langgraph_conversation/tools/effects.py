@@ -148,6 +148,14 @@ class EffectScope:
     def close(self) -> None:
         """The turn is over: its Context stays known, and anything it still calls is refused."""
         self.closed = True
+        if self.held:
+            # Held after its tool had answered (a script step that ran later): nobody was
+            # asked, so it does not run.
+            _LOGGER.warning(
+                "Not done, as nobody was asked in time: %s",
+                ", ".join(action for call in self.held for action in call.actions),
+            )
+            self.held = []
         self.gate.retire(self)
 
 
