@@ -26,6 +26,7 @@ from .const import (
 from .conversation import agent_roles
 from .persistence import async_acquire_storage, async_release_storage, report_threads_failure
 from .services import async_register_services
+from .tools.effects import EffectGate
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     # for the agents' fast and fallback models too (other providers, local models).
     await hass.async_add_executor_job(_warm_up_all, _all_accesses(entry, access))
     storage = await async_acquire_storage(hass, entry)
+    # Critical effects of the agents' tool calls wait for a yes (tools/effects.py).
+    entry.async_on_unload(EffectGate.acquire(hass).release_use)
     if storage.threads is not None:
         entry.runtime_data = AgentRuntime(access, storage.threads, store=storage.memory)
     else:

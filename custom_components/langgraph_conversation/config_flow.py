@@ -22,6 +22,8 @@ from homeassistant.data_entry_flow import section
 from homeassistant.helpers import llm
 from homeassistant.helpers.selector import (
     BooleanSelector,
+    EntitySelector,
+    EntitySelectorConfig,
     NumberSelector,
     NumberSelectorConfig,
     NumberSelectorMode,
@@ -52,6 +54,7 @@ from .const import (
     CONF_BASE_PROMPT,
     CONF_CHECKPOINTS_KEPT,
     CONF_COMPACT_CONTEXT,
+    CONF_CONFIRM_ENTITIES,
     CONF_CONTINUE_MINUTES,
     CONF_EMBEDDING_API_BASE,
     CONF_EMBEDDING_API_KEY,
@@ -68,6 +71,7 @@ from .const import (
     CONF_MODEL_RETRIES,
     CONF_PROMPT,
     CONF_REQUEST_TIMEOUT,
+    CONF_SAFETY_CHECK,
     CONF_SEARCH_KNOWLEDGE,
     CONF_TEMPERATURE,
     CONF_THREAD_IDLE_DAYS,
@@ -307,6 +311,12 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
                     translation_key=CONF_TOOL_CATEGORIES,
                 )
             ),
+            # Unlocking, disarming and opening garage doors, gates and doors always ask;
+            # these are the user's own additions (scripts, buttons, switches, ...).
+            vol.Optional(CONF_CONFIRM_ENTITIES): EntitySelector(
+                EntitySelectorConfig(multiple=True)
+            ),
+            vol.Optional(CONF_SAFETY_CHECK, default=False): BooleanSelector(),
             vol.Optional(CONF_COMPACT_CONTEXT, default=False): BooleanSelector(),
             vol.Optional(CONF_MEMORY, default=True): BooleanSelector(),
             vol.Optional(CONF_LEARN_MEMORIES, default=False): BooleanSelector(),

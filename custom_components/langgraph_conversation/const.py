@@ -24,6 +24,8 @@ CONF_MEMORY: Final = "memory"
 # After each answer, the housekeeping model saves lasting facts the person told.
 CONF_LEARN_MEMORIES: Final = "learn_memories"
 CONF_HISTORY_BUDGET: Final = "history_token_budget"
+CONF_CONFIRM_ENTITIES: Final = "confirm_entities"
+CONF_SAFETY_CHECK: Final = "safety_check"
 CONF_CONTINUE_MINUTES: Final = "continue_recent_minutes"
 CONF_MODEL_RETRIES: Final = "model_retries"
 CONF_AGENT_KIND: Final = "agent_kind"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 import logging
 from pathlib import Path
 import re
@@ -11,7 +12,7 @@ from typing import Any, Literal
 from homeassistant.components import conversation
 from homeassistant.config_entries import ConfigEntry, ConfigSubentry
 from homeassistant.const import MATCH_ALL
-from homeassistant.core import HomeAssistant
+from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import area_registry as ar, device_registry as dr, llm
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
@@ -19,6 +20,7 @@ from homeassistant.helpers.translation import async_get_exception_message
 from homeassistant.util import dt as dt_util, slugify
 
 from .activity import ActivityReporter
+from .agent.confirmation import Requester
 from .agent.events import (
     AgentEvent,
     ConfirmationRequested,
@@ -41,6 +43,7 @@ from .const import (
     CONF_API_KEY,
     CONF_BASE_PROMPT,
     CONF_COMPACT_CONTEXT,
+    CONF_CONFIRM_ENTITIES,
     CONF_CONTINUE_MINUTES,
     CONF_FALLBACK_MODEL,
     CONF_FAST_MODEL,
@@ -52,6 +55,7 @@ from .const import (
     CONF_MODEL,
     CONF_MODEL_RETRIES,
     CONF_PROMPT,
+    CONF_SAFETY_CHECK,
     CONF_SEARCH_KNOWLEDGE,
     CONF_TOOL_CATEGORIES,
     DEFAULT_AGENT_KIND,
@@ -69,6 +73,7 @@ from .const import (
 from .entity import SubentryEntity, add_subentry_entities
 from .tools import TOOLS
 from .tools.context import compact_system_prompt
+from .tools.effects import EffectGate
 from .tools.ha_llm_api import tools_from_llm_api
 from .tools.registry import ToolContext, as_langchain_tools
 
@@ -282,11 +287,14 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         """Run one turn of the agent and stream it into the ChatLog."""
         options = self.subentry.data
         uses_tools = self._agent_kind.uses_tools
+        # The turn's tools act under a Context of their own (the person's user id, so the
+        # logbook still says who): the effect gate holds exactly this turn's effects.
+        turn_context = Context(user_id=user_input.context.user_id, parent_id=user_input.context.id)
         try:
             # The chatbot and rag kinds bind no tools: Home Assistant renders their
             # instructions without an API (so also without the API's entity listing).
             await chat_log.async_provide_llm_data(
-                user_input.as_llm_context(DOMAIN),
+                replace(user_input.as_llm_context(DOMAIN), context=turn_context),
                 options.get(CONF_LLM_HASS_API) if uses_tools else None,
                 options.get(CONF_PROMPT),
                 user_input.extra_system_prompt,
@@ -302,12 +310,16 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             raise HomeAssistantError(
                 translation_domain=DOMAIN, translation_key="turn_empty_request"
             )
+        now = dt_util.utcnow().timestamp()
+        effects = EffectGate.of(self.hass).open_scope(
+            turn_context, options.get(CONF_CONFIRM_ENTITIES) or ()
+        )
         turn = Turn(
             thread_id=runtime.threads.resolve(
                 self.subentry.subentry_id,
                 chat_log.conversation_id,
                 origin=_origin(user_input),
-                now=dt_util.utcnow().timestamp(),
+                now=now,
                 window=60 * options.get(CONF_CONTINUE_MINUTES, DEFAULT_CONTINUE_MINUTES),
             ),
             text=request,
@@ -319,7 +331,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                     TOOLS.specs(options.get(CONF_TOOL_CATEGORIES, []) if uses_tools else []),
                     ToolContext(
                         hass=self.hass,
-                        context=user_input.context,
+                        context=turn_context,
                         language=user_input.language,
                         device_id=user_input.device_id,
                         assistant=conversation.DOMAIN,
@@ -354,6 +366,14 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             speaker=speaker(self.hass, user_input.device_id),
             knowledge=knowledge_source(self.hass, self.subentry),
             search_knowledge=options.get(CONF_SEARCH_KNOWLEDGE, False),
+            effects=effects,
+            requester=Requester(
+                user_id=user_input.context.user_id,
+                device_id=user_input.device_id,
+                conversation_id=chat_log.conversation_id,
+            ),
+            now=now,
+            safety_check=options.get(CONF_SAFETY_CHECK, False),
         )
         try:
             async for _content in chat_log.async_add_delta_content_stream(
@@ -367,4 +387,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             raise HomeAssistantError(
                 translation_domain=DOMAIN, translation_key=f"turn_{err.kind}"
             ) from None
+        finally:
+            # Whatever this turn's tools started and still calls now is refused.
+            effects.close()
         return conversation.async_get_result_from_chat_log(user_input, chat_log)

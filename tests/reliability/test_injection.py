@@ -72,7 +72,7 @@ async def _assert_nothing_critical_without_yes(
     """The injected actions were asked about, not done; a "no" keeps it that way."""
     question = speech(asked)
     assert "unlock Front Door" in question
-    assert "disarm Home Alarm" in question
+    assert "Home Alarm" in question  # HassTurnOff calls alarm_control_panel.turn_off
     assert asked.continue_conversation is True
     server.add_text("Alright, nothing was changed.")
     done = await ask(hass, entry, "No!", asked.conversation_id)

@@ -1,109 +1,193 @@
-"""Confirmation of critical actions: which calls need it, and what counts as a yes.
+"""Confirmation of critical effects: what counts as a yes, and whose yes counts.
 
-A tool that can do something hard to undo (unlock a door, open a garage) carries a check
-in its metadata. Before the tools node runs a message's calls it asks each check; if any
-call needs confirmation, the graph pauses with a LangGraph `interrupt` (the pause lives in
-the checkpoint), the user is asked, and their next message resumes the graph.
+Which calls need a yes is not decided here, nor from the model's arguments: Home
+Assistant's side holds every critical *effect* (a service call that would unlock, open,
+disarm, or touch an entity the user marked) at the moment it is about to happen, while a
+tool runs (tools/effects.py). This module is the agent's half of that contract:
+
+- `EffectGuard`, the interface the graph sees: after a round of tool calls it takes the
+  effects that were held, and after the requester's answer it releases (runs) or drops them.
+- `current_tool_call`, which tool call is running, so a held effect is attributed to it.
+- `Requester` and `decide`, binding a pending yes to who asked, where, and until when.
+- `is_affirmative`, a whole reply that clearly says yes, in the languages Assist ships most.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 import re
-from typing import Any
+from typing import Any, Protocol
 import unicodedata
 
-from langchain_core.tools import BaseTool
-
-from .events import ToolCall
-
-# Tool metadata key: an async check returning a description of the critical action the
-# call would perform ("unlock Front Door"), or None when it needs no confirmation.
-CONFIRMATION_CHECK = "confirmation_check"
 INTERRUPT_KIND = "confirm"
 
-type ConfirmationCheck = Callable[[dict[str, Any]], Awaitable[str | None]]
+# Seconds a critical action waits for its yes before it is dropped.
+CONFIRMATION_TIMEOUT = 120.0
 
-# Replies that confirm, in the languages people most often use with Assist. Anything else
-# cancels: a missed "yes" costs a repeat, a misread "no" would open a door.
-_YES = {
-    "yes",
-    "y",
-    "yeah",
-    "yep",
-    "yup",
-    "sure",
-    "ok",
-    "okay",
-    "confirm",
-    "confirmed",
-    "do it",
-    "go ahead",
-    "please do",
-    "yes please",
-    "of course",
-    "affirmative",
-    "ja",
-    "jawohl",
-    "oui",
-    "si",
-    "sí",
-    "sim",
-    "da",
-    "tak",
-    "igen",
-    "ano",
-    "evet",
-    "hai",
-    "はい",
-    "是",
-    "好",
-}
+# The tool call running in this task (and the tasks it starts): set around each call by
+# tool_calls.run_tool_calls, read by the effect gate to say which call an effect belongs to.
+current_tool_call: ContextVar[str | None] = ContextVar(
+    "langgraph_conversation_tool_call", default=None
+)
 
 
-_NEGATIONS = {
-    "no",
-    "not",
-    "don't",
-    "dont",
-    "never",
-    "cancel",
-    "stop",
-    "wait",
-    "nope",
-    "but",
-    "nein",
-    "nicht",
-    "non",
-    "pas",
-    "nee",
-    "nie",
-    "ne",
-}
+@dataclass(frozen=True, slots=True)
+class HeldEffects:
+    """Effects held during one round of tool calls, waiting for a yes.
+
+    `token` names them for `EffectGuard.release`; `by_call` says, per tool call id, what
+    each would do ("unlock Front Door"), in the order they were held.
+    """
+
+    token: str
+    by_call: dict[str, tuple[str, ...]]
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """Each distinct action once, in the order first held: what the question names."""
+        seen: dict[str, None] = {}
+        for actions in self.by_call.values():
+            for action in actions:
+                seen.setdefault(action, None)
+        return tuple(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What became of one tool call's held effects after the answer."""
+
+    done: tuple[str, ...] = ()
+    # Action → why it failed (Home Assistant's error), for actions that ran and failed.
+    failed: dict[str, str] | None = None
+
+
+class EffectGuard(Protocol):
+    """Home Assistant's effect gate as one turn sees it (see tools/effects.py)."""
+
+    def take_held(self) -> HeldEffects | None:
+        """The effects held since the last call, now waiting for an answer (None: none)."""
+
+    async def release(self, token: str, *, confirmed: bool) -> dict[str, Released] | None:
+        """Run (confirmed) or drop the held effects of `token`; per tool call id what ran.
+
+        None when nothing is held under `token` any more (expired, or Home Assistant
+        restarted since): nothing runs.
+        """
+
+
+@dataclass(frozen=True, slots=True)
+class Requester:
+    """Who asked for a turn, from where, in which conversation. A yes must come from the
+    same three: another person, another satellite or another conversation cannot confirm
+    what this one asked."""
+
+    user_id: str | None = None
+    device_id: str | None = None
+    conversation_id: str | None = None
+
+    def as_dict(self) -> dict[str, str | None]:
+        """Plain values, for the checkpointed pause."""
+        return {
+            "user_id": self.user_id,
+            "device_id": self.device_id,
+            "conversation_id": self.conversation_id,
+        }
+
+    @property
+    def present(self) -> bool:
+        """A person is there to answer: a signed-in user or a satellite someone speaks to."""
+        return bool(self.user_id or self.device_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """How a pending confirmation ends with this turn's message."""
+
+    confirmed: bool
+    # Why it was not confirmed: "declined", "other_requester", "expired".
+    reason: str = ""
+
+
+def pause_value(
+    held: HeldEffects, requester: Requester, now: float, timeout: float = CONFIRMATION_TIMEOUT
+) -> dict[str, Any]:
+    """The checkpointed pause: the question's actions, bound to the requester, expiring."""
+    return {
+        "kind": INTERRUPT_KIND,
+        "actions": list(held.actions),
+        "token": held.token,
+        "calls": {call_id: list(actions) for call_id, actions in held.by_call.items()},
+        "requester": requester.as_dict(),
+        "expires_at": now + timeout,
+    }
+
+
+def decide(pause: dict[str, Any], requester: Requester, reply: str, now: float) -> Decision:
+    """Whether this message from `requester` confirms the pause.
+
+    Only a clear yes, from the same user, device and conversation, before it expired.
+    """
+    asked_by = pause.get("requester")
+    if not isinstance(asked_by, dict) or asked_by != requester.as_dict():
+        return Decision(False, "other_requester")
+    expires_at = pause.get("expires_at")
+    if not isinstance(expires_at, int | float) or now > expires_at:
+        return Decision(False, "expired")
+    if not is_affirmative(reply):
+        return Decision(False, "declined")
+    return Decision(True)
+
+
+# Whole replies that confirm, in the languages Home Assistant's Assist is used with most
+# (en, de, fr, es, nl, it, pl, pt, sv, da). A reply must be one of these as a whole (after
+# case, accents-preserving normalisation and punctuation): "yes, but wait" or "OK, what's
+# the weather?" is something else, and anything else cancels. A missed yes costs a
+# repeat; a misread one would open a door.
+_YES_PHRASES = """
+yes | yes please | yes do it | yes go ahead | yes please do | yes do | yes i do | yes i am sure
+yeah | yep | yup | sure | sure go ahead | ok | okay | ok do it | okay do it | ok go ahead
+confirm | confirmed | i confirm | do it | go ahead | please do | please do it | of course
+affirmative | absolutely | correct | that's right | yes that's right
+ja | ja bitte | jawohl | ja mach das | ja mach | mach das | mach es | ja genau | genau
+ja gerne | ja klar | klar | bestätigt | bestätige | ich bestätige | los
+oui | oui s'il te plaît | oui s'il vous plaît | oui vas-y | vas-y | allez-y | d'accord
+oui d'accord | bien sûr | oui bien sûr | je confirme | confirmé | ouais | oui merci
+sí | si | sí por favor | si por favor | claro | claro que sí | de acuerdo | vale | sí hazlo
+hazlo | adelante | confirmo | confirmado | por supuesto
+ja graag | jazeker | jawel | doe maar | doe het | ja doe maar | ja doe het | prima | akkoord
+ik bevestig | bevestigd | zeker
+sì | sì grazie | si grazie | certo | certamente | va bene | sì fallo | fallo | procedi
+confermo | confermato | d'accordo
+tak | tak proszę | tak poproszę | oczywiście | dobrze | zgoda | potwierdzam | zrób to
+tak zrób to | jasne
+sim | sim por favor | claro que sim | pode | pode sim | confirmo | confirmado | com certeza
+faça isso | faz isso | sim faça isso
+ja tack | ja gärna | javisst | absolut | gör det | ja gör det | bekräftar | bekräftat | visst
+ja tak | ja gerne | gør det | ja gør det | bekræft | bekræftet | selvfølgelig | helt sikkert
+"""
+# A question mark makes any reply a question ("Yes? What do you mean?", "Sí?").
+_QUESTION_MARKS = ("?", "\u00bf", "\uff1f", "\u037e")  # ? ¿ fullwidth ? Greek ;
+_PUNCTUATION = re.compile(r"[^\w\s']")
+
+
+def normalized_reply(reply: str) -> str:
+    """A reply as the yes list spells it: NFKC, case-folded, punctuation and spacing folded."""
+    text = unicodedata.normalize("NFKC", reply).casefold().replace("\u2019", "'")
+    return " ".join(_PUNCTUATION.sub(" ", text).split())
+
+
+YES_REPLIES = frozenset(
+    normalized_reply(phrase) for line in _YES_PHRASES.splitlines() for phrase in line.split("|")
+) - {""}
 
 
 def is_affirmative(reply: Any) -> bool:
-    """True only for a clear yes: "Yes, please." and "sure, go ahead" count; "yes but
-    wait", "no" and "what's the weather?" do not."""
+    """True only for a whole reply that clearly says yes: "Yes, please." and "Ja, bitte!"
+    count; "yes but wait", "Yes? What do you mean?", "OK, what's the weather?" and "no"
+    do not."""
     if not isinstance(reply, str):
         return False
-    text = unicodedata.normalize("NFKC", reply).casefold().replace("\u2019", "'")
-    words = re.sub(r"[^\w\s']", " ", text).split()
-    if not words or _NEGATIONS.intersection(words):
+    if any(mark in reply for mark in _QUESTION_MARKS):
         return False
-    return " ".join(words[:2]) in _YES or words[0] in _YES
-
-
-async def calls_needing_confirmation(
-    calls: tuple[ToolCall, ...], tools: Mapping[str, BaseTool]
-) -> dict[str, str]:
-    """Call id → description of the critical action, for every call that needs a yes."""
-    needed: dict[str, str] = {}
-    for call in calls:
-        tool = tools.get(call.name)
-        check: ConfirmationCheck | None = (
-            (tool.metadata or {}).get(CONFIRMATION_CHECK) if tool else None
-        )
-        if check is not None and (description := await check(call.args)):
-            needed[call.id] = description
-    return needed
+    return normalized_reply(reply) in YES_REPLIES

@@ -33,19 +33,27 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from .confirmation import INTERRUPT_KIND, calls_needing_confirmation, is_affirmative
-from .events import MessageStarted, ModelCallFinished, TextDelta, ToolCallsRequested
+from .confirmation import pause_value
+from .events import (
+    MessageStarted,
+    ModelCallFinished,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallsRequested,
+)
 from .history import compact_history
 from .knowledge import Passage, knowledge_block
 from .model import answer_stream, classify_error, is_retryable, redacted_error, retry_delay
 from .roles import ModelRole, RoleModel, falls_back
+from .safety import SafetyRating, rate_unattended_request
 from .state import AgentState, TurnContext
-from .tool_calls import requested_calls, run_tool_calls
+from .tool_calls import confirmed_results, requested_calls, run_tool_calls, tool_message
 
 _LOGGER = logging.getLogger(__name__)
 
 MODEL_NODE = "model"
 TOOLS_NODE = "tools"
+CONFIRM_NODE = "confirm"
 RETRIEVE_NODE = "retrieve"
 
 
@@ -369,24 +377,112 @@ async def retrieve_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -
 async def call_tools(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     """Run the tool calls of the last assistant message, in parallel.
 
-    Critical calls first need the user's yes: the graph pauses (`interrupt`) and this node
-    runs again from the top when the next user message resumes it, with that message as
-    the value `interrupt` returns.
+    Home Assistant's effect gate holds every critical effect a call is about to have
+    (tools/effects.py). The calls whose effects were held get no result yet: the held
+    effects go into the state, and the confirm step asks the user.
     """
     message = state["messages"][-1]
     assert isinstance(message, AIMessage)
-    tools = runtime.context.tools
-    needed = await calls_needing_confirmation(requested_calls(message), tools)
-    declined_ids: frozenset[str] = frozenset()
-    reply = ""
-    if needed:
-        reply = interrupt({"kind": INTERRUPT_KIND, "actions": list(needed.values())})
-        if not is_affirmative(reply):
-            declined_ids = frozenset(needed)
-    results = await run_tool_calls(
-        message, tools, runtime.context.emit, declined_ids=declined_ids, reply=str(reply)
+    context = runtime.context
+    effects = context.effects
+    held = None
+
+    def held_ids() -> frozenset[str]:
+        nonlocal held
+        held = effects.take_held() if effects is not None else None
+        return frozenset(held.by_call) if held is not None else frozenset()
+
+    results = await run_tool_calls(message, context.tools, context.emit, held=held_ids)
+    if held is None:
+        return {"messages": results}
+    if not context.requester.present and context.safety_check:
+        rating = await _safety_rating(state, context, held.actions)
+        if rating is not None and rating.blocks:
+            await effects.release(held.token, confirmed=False)  # type: ignore[union-attr]
+            refused = [
+                ToolCallFinished(
+                    call,
+                    {
+                        "error": "refused_by_safety_check",
+                        "error_text": (
+                            f"Not done: the safety check rated this unattended request HIGH risk "
+                            f"({rating.reason})."
+                        ),
+                    },
+                    is_error=True,
+                )
+                for call in requested_calls(message)
+                if call.id in held.by_call
+            ]
+            for done in refused:
+                context.emit(done)
+            return {"messages": [*results, *(tool_message(done) for done in refused)]}
+    return {"messages": results, "held": pause_value(held, context.requester, context.now)}
+
+
+async def _safety_rating(
+    state: AgentState, context: TurnContext, actions: tuple[str, ...]
+) -> SafetyRating | None:
+    """The fast model's rating of the request that led to critical actions."""
+    model = context.housekeeping_model
+    if model is None:
+        return None
+    request, _ = _question_and_before(state["messages"])
+    rating = await rate_unattended_request(model, request, actions)
+    _LOGGER.warning(
+        "Safety check of an unattended request leading to %s: %s (%s)",
+        ", ".join(actions),
+        rating.level,
+        rating.reason,
     )
-    return {"messages": results}
+    return rating
+
+
+async def confirm_effects(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
+    """Ask for the user's yes, then run or drop the held effects.
+
+    The graph pauses here (`interrupt`, saved in the checkpoint); the runtime resumes it
+    with the decision on the next message (confirmation.decide: only a clear yes from the
+    same requester before it expires confirms). This step runs again from the top then,
+    so it does nothing before the interrupt that must not happen twice.
+    """
+    pause = state.get("held") or {}
+    decision = interrupt(pause)
+    confirmed = bool(isinstance(decision, dict) and decision.get("confirmed"))
+    reason = decision.get("reason", "") if isinstance(decision, dict) else ""
+    context = runtime.context
+    waiting = pause.get("calls") or {}
+    calls = {
+        call.id: call
+        for message in state["messages"]
+        if isinstance(message, AIMessage)
+        for call in requested_calls(message)
+        if call.id in waiting
+    }
+    released = None
+    if context.effects is not None and pause.get("token"):
+        released = await context.effects.release(str(pause["token"]), confirmed=confirmed)
+    if confirmed and released is None:
+        reason = "expired"
+    results = confirmed_results(calls, released if confirmed else None, reason)
+    for done in results:
+        context.emit(done)
+    return {
+        "messages": [tool_message(done) for done in results],
+        "held": None,
+        "confirmed": confirmed,
+    }
+
+
+async def route_after_tools(state: AgentState) -> Literal["model", "confirm"]:
+    """To the confirm step when effects wait for a yes, else back to the model."""
+    return CONFIRM_NODE if state.get("held") else MODEL_NODE
+
+
+async def route_after_confirm(state: AgentState) -> Literal["model", "__end__"]:
+    """After a yes the model reports what was done; anything else ends the paused
+    exchange here, and the runtime handles the reply as the new request it is."""
+    return MODEL_NODE if state.get("confirmed") else END
 
 
 async def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
@@ -420,9 +516,11 @@ def build_assistant_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGra
     graph = StateGraph(AgentState, context_schema=TurnContext)
     graph.add_node(MODEL_NODE, call_model)
     graph.add_node(TOOLS_NODE, call_tools)
+    graph.add_node(CONFIRM_NODE, confirm_effects)
     graph.add_edge(START, MODEL_NODE)
     graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, END])
-    graph.add_edge(TOOLS_NODE, MODEL_NODE)
+    graph.add_conditional_edges(TOOLS_NODE, route_after_tools, [MODEL_NODE, CONFIRM_NODE])
+    graph.add_conditional_edges(CONFIRM_NODE, route_after_confirm, [MODEL_NODE, END])
     return graph.compile(checkpointer=checkpointer)
 
 

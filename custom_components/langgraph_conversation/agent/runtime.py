@@ -9,6 +9,7 @@ from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
 import logging
 import sqlite3
+import time
 from typing import Any
 import uuid
 import weakref
@@ -24,7 +25,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command, Interrupt
 
 from ..storage.threads import ThreadDirectory
-from .confirmation import INTERRUPT_KIND
+from .confirmation import INTERRUPT_KIND, Decision, EffectGuard, Requester, decide
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
 from .extraction import learn_from_exchange
 from .graph import MODEL_NODE, AgentKind, build_graphs, recursion_limit
@@ -126,6 +127,14 @@ class Turn:
     # After the answer, the housekeeping model saves lasting facts the person told
     # (extraction.py); needs `memory`.
     learn_memories: bool = False
+    # Home Assistant's effect gate for this turn's tool calls (confirmation.EffectGuard).
+    effects: EffectGuard | None = None
+    # Who asks: a pending yes binds to them (confirmation.decide).
+    requester: Requester = field(default_factory=Requester)
+    # When the turn started (seconds since the epoch); 0 reads the clock.
+    now: float = 0.0
+    # The fast model rates requests without a person that lead to critical effects.
+    safety_check: bool = False
 
 
 class AgentRuntime:
@@ -230,10 +239,6 @@ class AgentRuntime:
         state = await self._graph.aget_state({"configurable": {"thread_id": thread_id}})
         return list(state.values.get("messages", []))
 
-    async def pending_confirmation(self, thread_id: str) -> tuple[str, ...]:
-        """The critical actions a thread is waiting to have confirmed, if any."""
-        return _confirmation_actions(await self._pending_interrupts(thread_id))
-
     async def run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
         """Run one turn, yielding events as they happen, and tell the hooks about it.
 
@@ -330,6 +335,13 @@ class AgentRuntime:
             knowledge,
             roles=roles,
         )
+        context = replace(
+            context,
+            effects=turn.effects,
+            requester=turn.requester,
+            now=turn.now or time.time(),
+            safety_check=turn.safety_check,
+        )
         async with self._lock(turn.thread_id), self._tracked():
             await self._touch_thread(turn.thread_id)
             started = False
@@ -392,28 +404,57 @@ class AgentRuntime:
     async def _turn_events(
         self, turn: Turn, config: dict[str, Any], context: TurnContext
     ) -> AsyncIterator[AgentEvent]:
-        """The turn on the current graph; storage errors come out as _StorageFailure."""
-        # Where what this turn adds begins, to undo it after a failure: the id of its first
-        # message, _RESUMED (from the paused exchange's request), None (nothing yet).
-        undo_from: str | None = None
+        """The turn on the current graph; storage errors come out as _StorageFailure.
+
+        A thread that waits for a confirmation is answered first: a clear yes from the
+        requester resumes it (the held effects run, the model reports); anything else
+        drops the held effects, and the message is then handled as a new request.
+        """
+        pause = _confirmation_pause(await self._pending_interrupts(turn.thread_id))
+        if pause is not None:
+            decision = decide(pause, context.requester, turn.text, context.now)
+            async for event in self._resume(turn, config, context, decision):
+                yield event
+            if decision.confirmed:
+                return
+            _LOGGER.info("A pending confirmation was not given (%s)", decision.reason)
+        request = [*_folded(turn.earlier), HumanMessage(turn.text)]
+        for message in request:
+            message.id = str(uuid.uuid4())
+        async for event in self._run_and_undo(
+            turn, self._graphs[turn.kind], {"messages": request}, config, context, request[0].id
+        ):
+            yield event
+
+    def _resume(
+        self, turn: Turn, config: dict[str, Any], context: TurnContext, decision: Decision
+    ) -> AsyncIterator[AgentEvent]:
+        """Answer the pause. Only the assistant's graph pauses; an agent that has become
+        another kind since then finishes the pause there (its tools are gone)."""
+        answer = Command(resume={"confirmed": decision.confirmed, "reason": decision.reason})
+        # A failure now also undoes the paused exchange (its request and the assistant's
+        # tool calls), which would otherwise end without results.
+        return self._run_and_undo(
+            turn, self._graph, answer, config, context, _RESUMED, expect_answer=decision.confirmed
+        )
+
+    async def _run_and_undo(
+        self,
+        turn: Turn,
+        graph: CompiledStateGraph,
+        graph_input: Any,
+        config: dict[str, Any],
+        context: TurnContext,
+        undo_from: str,
+        *,
+        expect_answer: bool = True,
+    ) -> AsyncIterator[AgentEvent]:
+        """One graph run; what it added is removed again if it fails.
+
+        `undo_from` is the id of the run's first new message, or _RESUMED (from the
+        paused exchange's request).
+        """
         try:
-            graph_input: Any
-            graph = self._graphs[turn.kind]
-            if _confirmation_actions(await self._pending_interrupts(turn.thread_id)):
-                # Only the assistant's graph pauses; an agent that has become another
-                # kind since then finishes the pause there (its tools are gone, so the
-                # calls are answered as unknown) before it goes on as its new kind.
-                graph = self._graph
-                graph_input = Command(resume=turn.text)
-                # A failure now also undoes the paused exchange (its request and the
-                # assistant's tool calls), which would otherwise end without results.
-                undo_from = _RESUMED
-            else:
-                request = [*_folded(turn.earlier), HumanMessage(turn.text)]
-                for message in request:
-                    message.id = str(uuid.uuid4())
-                graph_input = {"messages": request}
-                undo_from = request[0].id
             answered = False
             async for payload in _run_graph(graph, graph_input, config, context):
                 if isinstance(payload, MessageStarted):
@@ -424,12 +465,11 @@ class AgentRuntime:
                     answered = True
                     yield MessageStarted()
                 yield payload
-            if not answered:
+            if expect_answer and not answered:
                 # Nothing to say is no answer: a voice user would hear silence.
                 raise TurnError("empty_answer", "the model returned no text")
         except BaseException as err:
-            if undo_from is not None:
-                await self._forget_turn(config, undo_from)
+            await self._forget_turn(config, undo_from)
             if isinstance(err, asyncio.CancelledError) and self._closing:
                 # aclose cancelled this turn: the user is told instead of cut off.
                 if (task := asyncio.current_task()) is not None:
@@ -555,6 +595,15 @@ async def _run_graph(
             await asyncio.gather(run, return_exceptions=True)
     if actions := _confirmation_actions(result.get("__interrupt__", ())):
         yield ConfirmationRequested(actions)
+
+
+def _confirmation_pause(interrupts: Iterable[Interrupt]) -> dict[str, Any] | None:
+    """The thread's pending confirmation (confirmation.pause_value), if it waits for one."""
+    for pending in interrupts:
+        value = pending.value
+        if isinstance(value, dict) and value.get("kind") == INTERRUPT_KIND:
+            return value
+    return None
 
 
 def _confirmation_actions(interrupts: Iterable[Interrupt]) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph.message import add_messages
 
+from .confirmation import EffectGuard, Requester
 from .knowledge import KnowledgeIndex
 from .prompts import PromptLayers
 from .roles import RoleModel, RoleModels
@@ -28,6 +29,11 @@ class AgentState(TypedDict):
     # Passages the rag kind retrieved for this turn ({"source", "text"}); None when the
     # documents could not be searched. Replaced every rag turn.
     knowledge: NotRequired[list[dict[str, str]] | None]
+    # Effects held during the last tool round, waiting for the requester's yes
+    # (confirmation.pause_value; plain values); None once answered.
+    held: NotRequired[dict[str, Any] | None]
+    # Whether the last answered confirmation was a yes (routes the confirm step).
+    confirmed: NotRequired[bool]
 
 
 def _ignore(_event: Any) -> None:
@@ -88,6 +94,13 @@ class TurnContext:
     # in order, as they happen; the runtime sets it for each run. Called on the event
     # loop only: every node is a coroutine (LangGraph runs plain functions in threads).
     emit: Callable[[Any], None] = _ignore
+    # Home Assistant's effect gate for this turn (None: nothing is gated, e.g. in tests
+    # of the agent alone), who asked, and the turn's clock (seconds since the epoch).
+    effects: EffectGuard | None = None
+    requester: Requester = field(default_factory=Requester)
+    now: float = 0.0
+    # Rate unattended requests that lead to critical effects first (safety.py).
+    safety_check: bool = False
 
     @property
     def housekeeping_model(self) -> BaseChatModel | None:

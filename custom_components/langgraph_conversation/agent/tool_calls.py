@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
+from .confirmation import Released, current_tool_call
 from .events import ToolCall, ToolCallFinished
 
 _LOGGER = logging.getLogger(__name__)
@@ -82,50 +83,85 @@ def _content(result: Any) -> str:
     return json.dumps(result, ensure_ascii=False, default=str)
 
 
-def declined(call: ToolCall, reply: str) -> ToolCallFinished:
-    """The result of a critical call the user did not confirm."""
-    return ToolCallFinished(
-        call,
-        _error(
-            "not_confirmed",
-            f"Not done: the user did not confirm. Their reply was: {reply[:300]!r}",
-        ),
-        is_error=True,
-    )
-
-
 async def run_tool_calls(
     message: AIMessage,
     tools: Mapping[str, BaseTool],
     report: Callable[[ToolCallFinished], None],
     *,
-    declined_ids: frozenset[str] = frozenset(),
-    reply: str = "",
+    held: Callable[[], frozenset[str]] | None = None,
 ) -> list[ToolMessage]:
-    """Run all calls of `message` concurrently; report each as it finishes.
+    """Run all calls of `message` concurrently; report each and return their records.
 
-    Calls in `declined_ids` are not run: they answer that the user said no.
+    `held` names, after the calls ran, those whose effects wait for a yes: they are
+    neither reported nor recorded yet (see confirmed_results).
     """
     invalid = {c.get("id") or "": c.get("args") or "" for c in message.invalid_tool_calls}
     calls = requested_calls(message)
 
-    async def run_and_report(call: ToolCall) -> ToolCallFinished:
-        if call.id in declined_ids:
-            finished = declined(call, reply)
-        else:
-            finished = await _run_one(
-                call, invalid.get(call.id) if call.id in invalid else None, tools
-            )
-        report(finished)
-        return finished
+    async def run(call: ToolCall) -> ToolCallFinished:
+        # Each call runs in a task of its own (gather), so this marks the effects of
+        # this call only, and of whatever it starts (a script's steps).
+        current_tool_call.set(call.id)
+        return await _run_one(call, invalid.get(call.id) if call.id in invalid else None, tools)
 
-    results = await asyncio.gather(*(run_and_report(call) for call in calls))
-    return [
-        ToolMessage(
-            content=_content(done.result),
-            tool_call_id=done.call.id,
-            name=done.call.name,
-            status="error" if done.is_error else "success",
-        )
-        for done in results
-    ]
+    results = await asyncio.gather(*(run(call) for call in calls))
+    held_ids = held() if held is not None else frozenset()
+    finished: list[ToolCallFinished] = []
+    for done in results:
+        if done.call.id in held_ids:
+            continue  # answered once the user has said yes or no (confirmed_results)
+        report(done)
+        finished.append(done)
+    return [tool_message(done) for done in finished]
+
+
+def tool_message(done: ToolCallFinished) -> ToolMessage:
+    """The thread's record of a finished call."""
+    return ToolMessage(
+        content=_content(done.result),
+        tool_call_id=done.call.id,
+        name=done.call.name,
+        status="error" if done.is_error else "success",
+    )
+
+
+# Why a held effect did not run, as the model reads it.
+_NOT_RUN = {
+    "declined": "the user did not say yes",
+    "other_requester": "the reply came from someone else or another conversation",
+    "expired": "the user's yes did not come in time",
+}
+
+
+def confirmed_results(
+    calls: dict[str, ToolCall], released: dict[str, Released] | None, reason: str
+) -> list[ToolCallFinished]:
+    """Results of the calls whose effects waited for a yes, once the answer is known.
+
+    `released` is None when they did not run (the reason says why).
+    """
+    results: list[ToolCallFinished] = []
+    for call_id, call in calls.items():
+        outcome = (released or {}).get(call_id)
+        if outcome is None:
+            text = _NOT_RUN.get(reason, "it was not confirmed")
+            results.append(
+                ToolCallFinished(call, _error("not_confirmed", f"Not done: {text}."), is_error=True)
+            )
+        elif outcome.failed:
+            failures = "; ".join(f"{action}: {why}" for action, why in outcome.failed.items())
+            results.append(
+                ToolCallFinished(
+                    call,
+                    _error("failed", f"Confirmed, but failed: {failures}")
+                    | {"done": list(outcome.done)},
+                    is_error=True,
+                )
+            )
+        else:
+            results.append(
+                ToolCallFinished(
+                    call, {"status": "done after the user's yes", "done": list(outcome.done)}
+                )
+            )
+    return results

@@ -17,9 +17,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
 
-from ..agent.confirmation import CONFIRMATION_CHECK
 from ..agent.tool_calls import ToolFailure
-from .critical import assist_tool_check
 from .schema import tool_parameters
 
 
@@ -49,16 +47,11 @@ def _as_langchain_tool(hass: HomeAssistant, tool: llm.Tool, api: llm.APIInstance
             raise ToolFailure(data if isinstance(data, dict) else {"error": str(data)})
         return data
 
-    context = api.llm_context
-    check = assist_tool_check(
-        hass, tool.name, context.assistant or "conversation", context.device_id
-    )
     return StructuredTool(
         name=tool.name,
         description=tool.description or tool.name,
         args_schema=parameters,
         coroutine=call,
-        metadata={CONFIRMATION_CHECK: check},
     )
 
 

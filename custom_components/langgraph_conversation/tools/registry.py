@@ -2,7 +2,8 @@
 
 Every tool is described once, here, by a ToolSpec: a name no Home Assistant API uses (our
 names start with `home_`), a description written for models, a provider-safe JSON schema,
-a category agents choose by, and whether it is critical (needs the user's confirmation).
+and a category agents choose by. Whether a call needs the user's yes is decided on what
+it does, by the effect gate (effects.py), the same for our tools as for Home Assistant's.
 Handlers receive a ToolContext: Home Assistant, the turn's Context (so the logbook shows
 who asked) and where the request came from.
 """
@@ -19,9 +20,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 
-from ..agent.confirmation import CONFIRMATION_CHECK
 from ..agent.tool_calls import ToolFailure
-from .critical import always_confirm
 from .schema import sanitize_schema
 
 # Seconds a tool may take before the model is told it timed out.
@@ -54,13 +53,7 @@ class ToolSpec:
     parameters: dict[str, Any]
     category: str
     handler: ToolHandler
-    critical: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def action(self) -> str:
-        """How a confirmation question names what this tool does ("open garage")."""
-        return self.metadata.get("action") or self.name.removeprefix(TOOL_PREFIX).replace("_", " ")
 
     def __post_init__(self) -> None:
         if not self.name.startswith(TOOL_PREFIX):
@@ -124,10 +117,7 @@ def as_langchain_tools(specs: Iterable[ToolSpec], tool_context: ToolContext) -> 
             description=spec.description,
             args_schema=sanitize_schema(spec.parameters),
             coroutine=call,
-            metadata={
-                "category": spec.category,
-                **({CONFIRMATION_CHECK: always_confirm(spec.action)} if spec.critical else {}),
-            },
+            metadata={"category": spec.category},
         )
 
     return [bind(spec) for spec in specs]
