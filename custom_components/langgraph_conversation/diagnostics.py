@@ -1,7 +1,8 @@
 """Diagnostics: configuration, versions, storage settings and counts.
 
-No secrets (API keys of the chat and the embedding model are redacted), no conversation
-text, no memory.
+No secrets (API keys of the chat and the embedding model are redacted, and so are the
+credentials inside any URL, such as a base URL's password or `?api_key=`, however deep
+in the agents' role sections), no conversation text, no memory.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from homeassistant.components.diagnostics import async_redact_data
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 
+from .agent.redaction import redact_data
 from .const import CONF_API_KEY, CONF_BASE_PROMPT, CONF_EMBEDDING_API_KEY, CONF_PROMPT
 from .persistence import DATA_STORAGE
 
@@ -36,31 +38,34 @@ async def async_get_config_entry_diagnostics(
     versions = await hass.async_add_executor_job(
         lambda: {name: _package_version(name) for name in _PACKAGES}
     )
-    return {
-        "entry": {
-            "title": entry.title,
-            "data": async_redact_data(dict(entry.data), TO_REDACT),
-            "options": async_redact_data(dict(entry.options), TO_REDACT),
-        },
-        "agents": [
-            {
-                "type": subentry.subentry_type,
-                "title": subentry.title,
-                # Instructions can hold personal details; their size is what helps debug.
-                # Fast and fallback models may carry keys of their own.
-                "options": async_redact_data(
-                    {
-                        key: (f"<{len(value)} characters>" if key in _TEXTS else value)
-                        for key, value in subentry.data.items()
-                    },
-                    TO_REDACT,
-                ),
-            }
-            for subentry in entry.subentries.values()
-        ],
-        "packages": versions,
-        "storage": await _storage_stats(hass),
-    }
+    # Every string, at any depth: base URLs may carry a password or a key.
+    return redact_data(
+        {
+            "entry": {
+                "title": entry.title,
+                "data": async_redact_data(dict(entry.data), TO_REDACT),
+                "options": async_redact_data(dict(entry.options), TO_REDACT),
+            },
+            "agents": [
+                {
+                    "type": subentry.subentry_type,
+                    "title": subentry.title,
+                    # Instructions can hold personal details; their size is what helps debug.
+                    # Fast and fallback models may carry keys of their own.
+                    "options": async_redact_data(
+                        {
+                            key: (f"<{len(value)} characters>" if key in _TEXTS else value)
+                            for key, value in subentry.data.items()
+                        },
+                        TO_REDACT,
+                    ),
+                }
+                for subentry in entry.subentries.values()
+            ],
+            "packages": versions,
+            "storage": await _storage_stats(hass),
+        }
+    )
 
 
 async def _storage_stats(hass: HomeAssistant) -> dict[str, Any]:
