@@ -451,7 +451,10 @@ async def test_turn_with_credential_url_leaks_nowhere(
             # reported in the activity event with contents on).
             openai_server.add_text(f"I am served from {credential.url} today.")
         case "refuses":
-            openai_server.add_error(400, f"The proxy cannot route {credential.url}")
+            # A proxy that echoes the URL, and the credentials alone (decoded, as the
+            # Basic header): only their registration from the configuration catches those.
+            echoed = " ".join(credential.values)
+            openai_server.add_error(400, f"The proxy cannot route {credential.url} ({echoed})")
     entry = add_test_entry(
         hass,
         credential.url,
