@@ -324,6 +324,63 @@ async def test_diagnostics_hide_url_credentials_of_every_model(
         credential.assert_redacted_in(json.dumps(places[place]), f"diagnostics' {place}")
 
 
+# -- every logger the filter covers -----------------------------------------------------
+
+# Logger name prefixes of the libraries on a model call's path and of this integration.
+COVERED_PACKAGES = (
+    "LiteLLM",
+    "LiteLLM Router",
+    "LiteLLM Proxy",
+    "litellm",
+    "httpx",
+    "httpcore",
+    "openai",
+    "aiohttp",
+    "langchain",
+    "langchain_core",
+    "langchain_litellm",
+    "langgraph",
+    "custom_components.langgraph_conversation",
+)
+
+
+class ProxyRefused(Exception):
+    """An exception whose text carries a URL, as a library's exception may."""
+
+
+async def test_every_logger_of_ours_and_the_libraries_redacts(
+    hass: HomeAssistant, openai_server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After setup, a line with a credential URL logged to any existing logger of LiteLLM,
+    httpx, httpcore, openai, aiohttp, LangChain, LangGraph or ours, with a traceback that
+    quotes it, is printed redacted."""
+    entry = add_test_entry(hass, openai_server.api_base, DEFAULT_AGENT_OPTIONS)
+    await _setup(hass, entry)
+    names = sorted(
+        name
+        for name in list(logging.root.manager.loggerDict)
+        if any(name == package or name.startswith(f"{package}.") for package in COVERED_PACKAGES)
+    )
+    assert "httpcore.connection" in names
+    assert "custom_components.langgraph_conversation.conversation" in names
+    shapes = _sample(ALL_SHAPES, len(names))
+    formatter = logging.Formatter("%(name)s %(message)s")
+    for name, shape in zip(names, itertools.cycle(shapes), strict=False):
+        credential = shape.build()
+        logger = logging.getLogger(name)
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger=name):
+            try:
+                raise ProxyRefused(f"refused {credential.url}")
+            except ProxyRefused:
+                logger.warning("Calling %s failed", credential.url, exc_info=True)
+        records = [record for record in caplog.records if record.name == name]
+        assert records, f"{name}'s line never reached a handler"
+        text = "\n".join(formatter.format(record) for record in records)
+        credential.assert_redacted_in(text, f"logger {name}")
+        assert "ProxyRefused" in text, f"the traceback of {name}'s line is gone"
+
+
 # -- real calls through LiteLLM: logs, activity, traces, threads, the spoken error ----
 
 
