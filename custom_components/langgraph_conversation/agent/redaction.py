@@ -98,12 +98,11 @@ SECRET_QUERY_KEYS = frozenset(
     }
 )
 
-# `scheme://userinfo@`; `:\/\/` too, as JSON may escape the slashes. The user info runs
-# to the last "@" before the host's end, so a password with an unencoded "@" is whole.
-_URL_USER_INFO = re.compile(
-    r"(?P<scheme>\b[a-z][a-z0-9+.\-]*:(?:\\?/){2})(?P<userinfo>[^\s/?#'\"<>\\]+)@",
-    re.IGNORECASE,
-)
+# `://userinfo@` (`:\/\/` too, as JSON may escape the slashes); matching from the "://"
+# rather than the scheme keeps a long log line cheap (few places to start a match). The
+# user info runs to the last "@" before the host's end, so a password with an unencoded
+# "@" is whole.
+_URL_USER_INFO = re.compile(r"(?P<scheme>:(?:\\?/){2})(?P<userinfo>[^\s/?#'\"<>\\]+)@")
 _URL_SECRET_QUERY = re.compile(
     r"(?P<name>[?&;](?:"
     + "|".join(re.escape(key) for key in sorted(SECRET_QUERY_KEYS, key=len, reverse=True))
@@ -140,7 +139,7 @@ def _redacted_user_info(match: re.Match[str]) -> str:
 
 def redact_url_credentials(text: str) -> str:
     """`text` with the credentials of every URL in it replaced (known or not)."""
-    if "@" in text:
+    if "@" in text and ("://" in text or ":\\/\\/" in text):
         text = _URL_USER_INFO.sub(_redacted_user_info, text)
     if "=" in text:
         text = _URL_SECRET_QUERY.sub(lambda match: f"{match['name']}{PLACEHOLDER}", text)
