@@ -22,6 +22,10 @@ filters after the level check, so the filter only costs anything when a line is 
 
 The same redaction (`redact`, `redact_data`) serves diagnostics, activity events and
 traces, and the error texts that reach logs, threads and people.
+
+Limits, on purpose: a registered secret shorter than 8 characters is only caught inside a
+URL (replacing a short word everywhere would mangle ordinary text), and a URL's user name
+alone stays when it reads like a person's name (`admin@`, `alice@`), not a token.
 """
 
 from __future__ import annotations
