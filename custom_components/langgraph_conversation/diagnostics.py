@@ -35,37 +35,39 @@ async def async_get_config_entry_diagnostics(
     hass: HomeAssistant, entry: ConfigEntry
 ) -> dict[str, Any]:
     """What a bug report needs: settings (no keys, no prompts' text) and versions."""
+    # Every string, at any depth: base URLs may carry a password or a key.
+    return redact_data(await _diagnostics(hass, entry))
+
+
+async def _diagnostics(hass: HomeAssistant, entry: ConfigEntry) -> dict[str, Any]:
     versions = await hass.async_add_executor_job(
         lambda: {name: _package_version(name) for name in _PACKAGES}
     )
-    # Every string, at any depth: base URLs may carry a password or a key.
-    return redact_data(
-        {
-            "entry": {
-                "title": entry.title,
-                "data": async_redact_data(dict(entry.data), TO_REDACT),
-                "options": async_redact_data(dict(entry.options), TO_REDACT),
-            },
-            "agents": [
-                {
-                    "type": subentry.subentry_type,
-                    "title": subentry.title,
-                    # Instructions can hold personal details; their size is what helps debug.
-                    # Fast and fallback models may carry keys of their own.
-                    "options": async_redact_data(
-                        {
-                            key: (f"<{len(value)} characters>" if key in _TEXTS else value)
-                            for key, value in subentry.data.items()
-                        },
-                        TO_REDACT,
-                    ),
-                }
-                for subentry in entry.subentries.values()
-            ],
-            "packages": versions,
-            "storage": await _storage_stats(hass),
-        }
-    )
+    return {
+        "entry": {
+            "title": entry.title,
+            "data": async_redact_data(dict(entry.data), TO_REDACT),
+            "options": async_redact_data(dict(entry.options), TO_REDACT),
+        },
+        "agents": [
+            {
+                "type": subentry.subentry_type,
+                "title": subentry.title,
+                # Instructions can hold personal details; their size is what helps debug.
+                # Fast and fallback models may carry keys of their own.
+                "options": async_redact_data(
+                    {
+                        key: (f"<{len(value)} characters>" if key in _TEXTS else value)
+                        for key, value in subentry.data.items()
+                    },
+                    TO_REDACT,
+                ),
+            }
+            for subentry in entry.subentries.values()
+        ],
+        "packages": versions,
+        "storage": await _storage_stats(hass),
+    }
 
 
 async def _storage_stats(hass: HomeAssistant) -> dict[str, Any]:
