@@ -14,6 +14,7 @@ from homeassistant.helpers.typing import ConfigType
 # Importing the agent package sets LiteLLM's environment switches before LiteLLM loads.
 # Home Assistant imports this module in its executor, so these heavy imports stay off
 # the event loop.
+from .agent import redaction
 from .agent.model import ModelAccess, async_release_shared_clients, warm_up
 from .agent.runtime import AgentRuntime, memory_checkpointer
 from .const import (
@@ -63,6 +64,8 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         )
     entry.runtime_data.on_storage_error = partial(report_threads_failure, hass)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
+    # Now every module (the platforms', the providers' the warm-up loaded) has its logger.
+    redaction.install()
     entry.async_on_unload(entry.add_update_listener(_async_reload))
     entry.async_on_unload(
         hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _async_release_on_stop)

@@ -4,7 +4,8 @@ Every turn reports `turn_start`, `tool_start` / `tool_end` per tool call, `error
 fails, and `turn_end` with its summary, as `langgraph_conversation_activity` events (for
 dashboards and automations) and in the Assist debug trace. The payload is documented in
 the README. It never holds a key or a base URL, and holds the words of requests,
-answers, tool arguments and results only when the agent enables it.
+answers, tool arguments and results only when the agent enables it; even then, secrets
+(known keys, the credentials of any URL) are redacted.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from homeassistant.util import ulid as ulid_util
 
 from .agent.events import ToolCall, ToolCallFinished
 from .agent.hooks import TurnFailed, TurnHooks, TurnStarted, TurnSummary
+from .agent.redaction import redact_data
 from .const import EVENT_ACTIVITY
 
 # Key of our entries in the conversation trace's agent details.
@@ -57,6 +59,8 @@ class ActivityReporter(TurnHooks):
         if self._include_contents and contents:
             # Tool arguments and results may hold objects the recorder cannot store.
             payload.update(json.loads(json.dumps(contents, default=str)))
+        # Events reach every automation and the recorder; no key or URL password may.
+        payload = redact_data(payload)
         # The trace is per turn and the event is fired as the person's action.
         self._chat_log.async_trace({TRACE_KEY: payload})
         self._hass.bus.async_fire(EVENT_ACTIVITY, payload, context=self._context)

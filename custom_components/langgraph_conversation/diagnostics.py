@@ -1,7 +1,8 @@
 """Diagnostics: configuration, versions, storage settings and counts.
 
-No secrets (API keys of the chat and the embedding model are redacted), no conversation
-text, no memory.
+No secrets (API keys of the chat and the embedding model are redacted, and so are the
+credentials inside any URL, such as a base URL's password or `?api_key=`, however deep
+in the agents' role sections), no conversation text, no memory.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from homeassistant.components.diagnostics import async_redact_data
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 
+from .agent.redaction import redact_data
 from .const import CONF_API_KEY, CONF_BASE_PROMPT, CONF_EMBEDDING_API_KEY, CONF_PROMPT
 from .persistence import DATA_STORAGE
 
@@ -33,6 +35,11 @@ async def async_get_config_entry_diagnostics(
     hass: HomeAssistant, entry: ConfigEntry
 ) -> dict[str, Any]:
     """What a bug report needs: settings (no keys, no prompts' text) and versions."""
+    # Every string, at any depth: base URLs may carry a password or a key.
+    return redact_data(await _diagnostics(hass, entry))
+
+
+async def _diagnostics(hass: HomeAssistant, entry: ConfigEntry) -> dict[str, Any]:
     versions = await hass.async_add_executor_job(
         lambda: {name: _package_version(name) for name in _PACKAGES}
     )

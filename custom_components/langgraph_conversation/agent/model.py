@@ -33,7 +33,7 @@ from litellm.types.utils import ModelResponseStream
 import openai
 
 from . import LOGGING_POOL, freeze_long_lived_objects
-from .redaction import SECRET_FILTER
+from .redaction import PLACEHOLDER, SECRET_FILTER
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -47,8 +47,10 @@ class ModelAccess:
     api_base: str | None = None
 
     def __post_init__(self) -> None:
-        # LiteLLM logs each call's arguments at DEBUG; its log lines must not carry the key.
+        # LiteLLM logs each call's arguments at DEBUG; its log lines must not carry the
+        # key, nor the password or token inside the base URL.
         SECRET_FILTER.add(self.api_key)
+        SECRET_FILTER.add_url(self.api_base)
 
     def litellm_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for LiteLLM calls (only the ones that are set)."""
@@ -60,10 +62,11 @@ class ModelAccess:
         return kwargs
 
     def redact(self, text: str) -> str:
-        """Remove the API key from text that may reach a log or a user."""
+        """Remove the API key and URL credentials from text that may reach a log or a user."""
         if self.api_key:
-            text = text.replace(self.api_key, "**REDACTED**")
-        return text
+            # Also a key too short for the process-wide filter.
+            text = text.replace(self.api_key, PLACEHOLDER)
+        return SECRET_FILTER.redact(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,10 +229,12 @@ def retry_delay(err: BaseException, attempt: int) -> float:
 
 
 def redacted_error(err: BaseException) -> ModelError:
-    """The failure as a ModelError whose text holds no API key this process knows.
+    """The failure as a ModelError whose text holds no secret: no API key this process
+    knows, no credentials of any URL.
 
     LangGraph stores the exception of a failed node in the checkpoint (threads.db) and
-    logs it at DEBUG, and some providers echo the refused key in their error text.
+    logs it at DEBUG, and some providers echo the refused key or the requested URL in
+    their error text.
     """
     if isinstance(err, ModelError):
         return err
