@@ -461,8 +461,7 @@ async def test_pending_unlock_is_not_run_after_the_agent_became_a_chatbot(
     assert _speech(done) == "I can only talk now, so nothing was unlocked."
     assert unlock == []
     assert hass.states.get("lock.front_door").state == "locked"
-    result = json.loads(text_of(messages_of(openai_server.requests[-1], "tool")[0]))
-    assert result["error"] == "unknown_tool"
+    # The reply was answered as a new request, without tools.
     assert "tools" not in openai_server.requests[-1]
 
     openai_server.add_text("You're welcome.")
@@ -472,6 +471,7 @@ async def test_pending_unlock_is_not_run_after_the_agent_became_a_chatbot(
     # The paused exchange (tool call, refusal) stays out of the chatbot's plain history.
     assert [(m["role"], text_of(m)) for m in last["messages"][1:]] == [
         ("user", "Unlock the front door"),
+        ("user", "Yes"),
         ("assistant", "I can only talk now, so nothing was unlocked."),
         ("user", "Thanks"),
     ]

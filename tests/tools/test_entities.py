@@ -56,11 +56,10 @@ async def _find(tools: dict[str, BaseTool], **arguments: Any) -> list[str]:
 
 @pytest.mark.parametrize("spec", [*entities.SPECS, *lights.SPECS], ids=lambda spec: spec.name)
 def test_specs_are_provider_safe(spec: Any) -> None:
-    """Each schema passes the sanitizer unchanged; categories and criticality as designed."""
+    """Each schema passes the sanitizer unchanged; and categories as designed."""
     assert sanitize_schema(spec.parameters) == spec.parameters
     assert spec.parameters["type"] == "object"
     assert spec.category in {"entities", "lights"}
-    assert not spec.critical
     assert spec.name.startswith("home_")
 
 

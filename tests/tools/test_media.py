@@ -188,12 +188,11 @@ def _state(hass: HomeAssistant, entity_id: str) -> str:
 
 
 def test_specs_are_provider_safe() -> None:
-    """Schemas pass the sanitizer unchanged; names, category and criticality as agreed."""
+    """Schemas pass the sanitizer unchanged; names and category as agreed."""
     for spec in SPECS:
         assert sanitize_schema(spec.parameters) == spec.parameters
         assert spec.name.startswith("home_")
         assert spec.category == "media"
-        assert spec.critical is False
 
 
 @pytest.mark.usefixtures("players")

@@ -66,12 +66,11 @@ async def _failure(hass: HomeAssistant, name: str, args: dict[str, Any]) -> dict
 
 
 def test_specs_are_provider_safe() -> None:
-    """Schemas pass the sanitizer unchanged; names, category and criticality as agreed."""
+    """Schemas pass the sanitizer unchanged; names and category as agreed."""
     for spec in SPECS:
         assert sanitize_schema(spec.parameters) == spec.parameters
         assert spec.name.startswith("home_")
         assert spec.category == "weather"
-        assert spec.critical is False
 
 
 @pytest.mark.usefixtures("weather")

@@ -413,6 +413,10 @@ class AgentRuntime:
         pause = _confirmation_pause(await self._pending_interrupts(turn.thread_id))
         if pause is not None:
             decision = decide(pause, context.requester, turn.text, context.now)
+            if decision.confirmed and not turn.kind.uses_tools:
+                # The agent became a kind without tools since it asked: it no longer
+                # acts on the home, so what it asked about does not run either.
+                decision = Decision(False, "declined")
             async for event in self._resume(turn, config, context, decision):
                 yield event
             if decision.confirmed:

@@ -169,7 +169,7 @@ class _GatedServiceRegistry(ServiceRegistry):
 
     async def async_call(self, *args: Any, **kwargs: Any) -> Any:
         gate = _GATES.get(id(self))
-        if gate is not None:
+        if gate is not None and gate.users > 0:
             call = _PARAMETERS.bind(self, *args, **kwargs)
             call.apply_defaults()
             passing = gate.check(call.arguments)
@@ -208,7 +208,7 @@ class EffectGate:
     def of(hass: HomeAssistant) -> EffectGate:
         """The installed gate (a loaded entry of ours holds it)."""
         gate = _GATES.get(id(hass.services))
-        if gate is None:
+        if gate is None or gate.hass is not hass or gate.users <= 0:
             raise RuntimeError("the effect gate is not installed")
         return gate
 
@@ -217,6 +217,8 @@ class EffectGate:
         """The instance's gate, installed on first use (one per loaded config entry)."""
         registry = hass.services
         gate = _GATES.get(id(registry))
+        if gate is not None and gate.hass is not hass:
+            gate = None  # a registry of an earlier Home Assistant at the same address
         if gate is None:
             if type(registry) is not ServiceRegistry:
                 # Someone else replaced the class: never stack on top of it blindly.
@@ -234,10 +236,12 @@ class EffectGate:
         registry = self.hass.services
         if type(registry) is _GatedServiceRegistry:
             registry.__class__ = ServiceRegistry
-        _GATES.pop(id(registry), None)
+        # Held calls stay (they expire on their own): a question asked before a reload
+        # (every option change reloads the entry) is answered after it.
         self._scopes.clear()
         self._retired.clear()
-        self._pending.clear()
+        if not self._pending:
+            _GATES.pop(id(registry), None)
 
     # Turns ------------------------------------------------------------------------
 
