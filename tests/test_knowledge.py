@@ -386,3 +386,26 @@ async def test_a_question_does_not_wait_for_a_slow_pdf(
     await index.aclose()
     assert pdf_workers() == []
     assert await store.aget(source.files_namespace, "slow.pdf") is None
+
+
+async def test_a_linked_agent_folder_is_not_read(
+    store: SqliteStore,
+    source: KnowledgeSource,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The agent's folder itself made a link (by someone who can write next to it): none
+    of the files it leads to is read, and the log says so once, not at every question."""
+    elsewhere = tmp_path / "elsewhere"
+    _write(elsewhere / "notes.md", SECRET)
+    source.directory.parent.mkdir(parents=True)
+    source.directory.symlink_to(elsewhere, target_is_directory=True)
+    index = KnowledgeIndex(store, source)
+    for _ in range(2):
+        assert await index.search("api password") == []
+    assert await _all_chunks(store, source) == {}
+    said = [r.message for r in caplog.records if "Cannot read the knowledge folder" in r.message]
+    assert len(said) == 1
+    assert "symbolic link" in said[0]
+    with pytest.raises(RefusedFile, match="symbolic link"):
+        read_inside(source.directory, "notes.md", 1024)

@@ -59,6 +59,7 @@ SEARCH_RESULTS = 4
 # a passage matching only "the" would otherwise ride along.
 MIN_RELATIVE_SCORE = 0.2
 
+_FOLDER_WARNINGS: set[tuple[str, str]] = set()
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -111,7 +112,11 @@ def scan_directory(directory: Path) -> dict[str, FileState]:
     try:
         return scan_folder(directory, SUPPORTED_SUFFIXES)
     except OSError as err:
-        _LOGGER.warning("Cannot read the knowledge folder %s: %s", directory, err)
+        # Scanned before every question: said once per folder and reason, not each time.
+        said = (str(directory), str(err))
+        if said not in _FOLDER_WARNINGS:
+            _FOLDER_WARNINGS.add(said)
+            _LOGGER.warning("Cannot read the knowledge folder %s: %s", directory, err)
         return {}
 
 

@@ -10,8 +10,9 @@ hang or flood the reader.
   can be pointed elsewhere between that check and the open. Walking the folder through
   directory descriptors and opening each name with O_NOFOLLOW relative to its parent
   cannot be raced that way. (A link that stays inside would also index one text twice.)
-- The folder itself is resolved once to its real path: whoever set Home Assistant up may
-  have made it a link to a mounted share; everything below is reached from there.
+- The folder itself must not be a link either (who can write next to it could point it at
+  the configuration folder); the folders above it are Home Assistant's own and may be
+  (a configuration folder on another disk). A share is brought in with a bind mount.
 - Files are opened with O_NONBLOCK: a FIFO swapped in between the scan and the open opens
   at once instead of waiting for a writer, and the `fstat` after the open refuses it.
 
@@ -60,9 +61,15 @@ def refusal(mode: int) -> str | None:
 
 
 def real_folder(directory: Path) -> Path:
-    """The folder's real path, created when missing so the user finds where files go."""
+    """The folder's real path, created when missing so the user finds where files go.
+
+    Raises RefusedFile when the folder itself is a link.
+    """
     directory.mkdir(parents=True, exist_ok=True)
-    return Path(os.path.realpath(directory))
+    real = os.path.realpath(directory)
+    if real != os.path.join(os.path.realpath(directory.parent), directory.name):
+        raise RefusedFile("the folder is a symbolic link (links are not followed)")
+    return Path(real)
 
 
 def scan_folder(directory: Path, wanted: Iterable[str] | None = None) -> dict[str, FileState]:
@@ -115,7 +122,8 @@ def read_inside(directory: Path, name: str, max_bytes: int) -> bytes:
     parts = name.split("/")
     if any(part in ("", ".", "..") for part in parts):
         raise RefusedFile(f"not a plain relative name: {name!r}")
-    folder_fd = os.open(os.path.realpath(directory), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    # O_NOFOLLOW: the folder turned into a link after real_folder's check is refused too.
+    folder_fd = os.open(real_folder(directory), _OPEN_FOLDER)
     try:
         for part in parts[:-1]:
             try:
