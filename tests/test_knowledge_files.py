@@ -14,8 +14,10 @@ from custom_components.langgraph_conversation.agent import pdf_text
 from custom_components.langgraph_conversation.agent.knowledge import KnowledgeIndex
 from custom_components.langgraph_conversation.const import CONF_AGENT_KIND, DOMAIN
 from custom_components.langgraph_conversation.conversation import knowledge_source
+from homeassistant import block_async_io
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
+from homeassistant.setup import async_setup_component
 
 from .conftest import agent_entity_id
 from .fakes import FakeOpenAIServer
@@ -174,3 +176,38 @@ async def test_a_slow_pdf_does_not_hold_the_question_and_unload_stops_it(
     assert len(pdf_workers()) == 1
     assert await hass.config_entries.async_unload(setup_integration.entry_id)
     assert pdf_workers() == []
+
+
+@pytest.mark.isolated
+@pytest.mark.parametrize("agent_overrides", [RAG])
+async def test_indexing_does_not_block_the_loop(
+    hass: HomeAssistant,
+    config_entry: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    disable_block_async_io: None,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With Home Assistant's detector on (file, import and SSL checks too): scanning,
+    refusing, reading text files and a PDF's worker process stay off the event loop."""
+    monkeypatch.setattr(block_async_io, "_IN_TESTS", False)
+    block_async_io.enable()
+    for component in ("homeassistant", "conversation", "intent"):
+        assert await async_setup_component(hass, component, {})
+    assert await hass.config_entries.async_setup(config_entry.entry_id)
+    await hass.async_block_till_done()
+
+    def make(folder: Path, secret: Path) -> None:
+        LINK_SHAPES["absolute link to a file outside"](folder, secret)
+        (folder / "manual.pdf").write_bytes(numbered_pages(3))
+
+    await _prepare(hass, make)
+    openai_server.add_text("It is on the router.")
+    await _ask(hass, config_entry, "Where is the wifi password?")
+    async with asyncio.timeout(ANSWER_BOUND):
+        await _index(hass, config_entry).wait_indexed()
+    openai_server.add_text("Page marker 2 is on page three.")
+    await _ask(hass, config_entry, "Which page has page marker 2?")
+    assert "[manual.pdf]" in _knowledge_layer(openai_server)
+    reports = [r.getMessage() for r in caplog.records if "Detected blocking call" in r.getMessage()]
+    assert reports == []
