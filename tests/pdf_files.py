@@ -101,3 +101,12 @@ SHARING: dict[str, Callable[[int, bytes], bytes]] = {
 def shared_content(shape: str, pages: int, repeat: int, marker: str) -> bytes:
     """`pages` pages all showing one stream of `repeat` filler lines after `marker`."""
     return SHARING[shape](pages, text_stream(marker, repeat=repeat))
+
+
+def inflating(streams: int, megabytes: int) -> bytes:
+    """One page drawn from `streams` streams of `megabytes` MB of spaces each, compressed
+    to about a thousandth of that: what it needs in memory, not what it weighs."""
+    # The same bytes in each object: compressed once.
+    others = [stream(b" " * (megabytes * 2**20))] * streams
+    refs = b" ".join(b"%d 0 R" % (4 + n) for n in range(streams))
+    return document([(b"[%s]" % refs, b"")], others)

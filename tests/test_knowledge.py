@@ -26,7 +26,7 @@ from custom_components.langgraph_conversation.agent.memory import MemoryScope, r
 from custom_components.langgraph_conversation.storage.store import SqliteStore
 
 from .hostile_files import LINK_SHAPES, SPECIAL_FILES, pdf_workers
-from .pdf_files import numbered_pages
+from .pdf_files import inflating, numbered_pages
 
 
 def minimal_pdf(text: str) -> bytes:
@@ -409,3 +409,23 @@ async def test_a_linked_agent_folder_is_not_read(
     assert "symbolic link" in said[0]
     with pytest.raises(RefusedFile, match="symbolic link"):
         read_inside(source.directory, "notes.md", 1024)
+
+
+async def test_pdf_needing_too_much_memory_is_skipped(
+    store: SqliteStore, source: KnowledgeSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few hundred KB that inflate to more page content than the worker may hold (its
+    address space limited to 192 MB here, 512 MB by default): the limit ends it, the file
+    is skipped with the reason, the next file is still read."""
+    monkeypatch.setattr(pdf_text, "PDF_MEMORY_BYTES", 192 * 2**20)
+    source.directory.mkdir(parents=True)
+    pdf = inflating(5, 40)
+    assert len(pdf) < 2**20
+    (source.directory / "bomb.pdf").write_bytes(pdf)
+    (source.directory / "manual.pdf").write_bytes(numbered_pages(1))
+    async with asyncio.timeout(60):
+        report = await KnowledgeIndex(store, source).refresh()
+    assert report.skipped == ("bomb.pdf",)
+    entry = (await store.aget(source.files_namespace, "bomb.pdf")).value
+    assert entry["skipped"] == "it needs too much memory"
+    assert _markers(await _all_chunks(store, source)) == {0}

@@ -20,14 +20,19 @@ Arguments: <folder holding pypdf> <max pages> <max chars> <max chars per page>
 
 from io import BytesIO
 import json
+import os
 import resource
 import sys
-from typing import Any
+from typing import Any, TextIO
+
+# The protocol's own channel: main makes it a copy of stdout, then points file descriptor
+# 1 and sys.stdout at stderr, so a stray print from a library cannot break a line.
+_OUT: TextIO = sys.stdout
 
 
 def _emit(**message: Any) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+    _OUT.write(json.dumps(message) + "\n")
+    _OUT.flush()
 
 
 def _streams(page: Any, form_type: Any, indirect_type: Any) -> list[Any]:
@@ -111,13 +116,27 @@ def extract(
         _emit(text=text)
 
 
+def _limit(kind: int, value: int) -> None:
+    """Lower a limit of this process to `value` (never above what it may have)."""
+    _soft, hard = resource.getrlimit(kind)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(kind, (value, hard))
+
+
 def main() -> None:
     """Set the process limits, then extract from stdin."""
     pypdf_folder, *numbers = sys.argv[1:]
     max_pages, max_chars, max_page_chars, max_content, memory, cpu = map(int, numbers)
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    sys.path.insert(0, pypdf_folder)
+    _limit(resource.RLIMIT_AS, memory)
+    _limit(resource.RLIMIT_CPU, cpu)
+    # Last: the interpreter's own site-packages come first; this is for a pypdf that Home
+    # Assistant installed elsewhere (<config>/deps).
+    sys.path.append(pypdf_folder)
+    global _OUT
+    _OUT = os.fdopen(os.dup(1), "w", encoding="ascii")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     data = sys.stdin.buffer.read()
     try:
         extract(data, max_pages, max_chars, max_page_chars, max_content)
