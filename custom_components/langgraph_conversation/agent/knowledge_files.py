@@ -86,6 +86,7 @@ def scan_folder(directory: Path, wanted: Iterable[str] | None = None) -> dict[st
     # descriptor and only entered when it is the very folder `lstat` saw.
     for folder, dirs, files, folder_fd in os.fwalk(root, follow_symlinks=False):
         relative = Path(folder).relative_to(root)
+        entered: list[str] = []
         for name in sorted(dirs):
             if name.startswith("."):
                 continue
@@ -93,11 +94,13 @@ def scan_folder(directory: Path, wanted: Iterable[str] | None = None) -> dict[st
                 info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
             except OSError:
                 continue
-            if stat.S_ISLNK(info.st_mode):
+            if stat.S_ISDIR(info.st_mode):
+                entered.append(name)
+            else:  # a link to a folder: reported, and not even opened
                 found[(relative / name).as_posix() + "/"] = FileState(
                     info.st_size, info.st_mtime_ns, refusal(info.st_mode)
                 )
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        dirs[:] = entered
         for name in sorted(files):
             if name.startswith("."):
                 continue
