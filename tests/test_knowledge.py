@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 import json
 from pathlib import Path
+import re
 
 import pytest
 
-from custom_components.langgraph_conversation.agent import knowledge
+from custom_components.langgraph_conversation.agent import knowledge, pdf_text
 from custom_components.langgraph_conversation.agent.knowledge import (
     CHUNK_BYTES,
     CHUNK_CHARS,
@@ -19,8 +21,12 @@ from custom_components.langgraph_conversation.agent.knowledge import (
     knowledge_block,
     scan_directory,
 )
+from custom_components.langgraph_conversation.agent.knowledge_files import RefusedFile, read_inside
 from custom_components.langgraph_conversation.agent.memory import MemoryScope, recall
 from custom_components.langgraph_conversation.storage.store import SqliteStore
+
+from .hostile_files import LINK_SHAPES, SPECIAL_FILES, pdf_workers
+from .pdf_files import inflating, numbered_pages
 
 
 def minimal_pdf(text: str) -> bytes:
@@ -176,6 +182,7 @@ async def test_pdf_text_is_indexed(store: SqliteStore, source: KnowledgeSource) 
         minimal_pdf("Reset the dishwasher by holding Start")
     )
     index = KnowledgeIndex(store, source)
+    await index.refresh()
     found = await index.search("dishwasher reset")
     assert [p.source for p in found] == ["manual.pdf"]
     assert "Reset the dishwasher by holding Start" in found[0].text
@@ -202,3 +209,223 @@ async def test_unreadable_folder_gives_no_passages(store: SqliteStore, tmp_path:
     index = KnowledgeIndex(store, KnowledgeSource(blocker / "docs", "agent2"))
     assert await index.search("anything") == []
     assert (await index.refresh()).files == 0
+
+
+# --- What a hostile folder holds: links, special files, costly PDFs -------------------
+
+SECRET = "api_password: hunter2-do-not-leak"
+
+
+def _folder_with_secret_outside(tmp_path: Path, source: KnowledgeSource) -> Path:
+    """The secret lies next to the knowledge folder, as secrets.yaml lies in the config."""
+    source.directory.mkdir(parents=True)
+    secret = tmp_path / "secrets.yaml"
+    secret.write_text(SECRET, encoding="utf-8")
+    return secret
+
+
+@pytest.mark.parametrize("shape", list(LINK_SHAPES))
+async def test_links_are_refused_by_scan_and_read(
+    store: SqliteStore, source: KnowledgeSource, tmp_path: Path, shape: str
+) -> None:
+    """Every link is reported as skipped, none is read, and opening its path directly
+    (what a link swapped in after the scan meets) is refused too."""
+    secret = _folder_with_secret_outside(tmp_path, source)
+    _write(source.directory / "notes.md", "The wifi password is on the router.")
+    name = LINK_SHAPES[shape](source.directory, secret)
+    scanned = scan_directory(source.directory)
+    assert "symbolic link" in (scanned[name].refused or "")
+    report = await KnowledgeIndex(store, source).refresh()
+    assert name in report.skipped
+    chunks = await _all_chunks(store, source)
+    assert chunks["notes.md#0"] == "The wifi password is on the router."
+    assert all("hunter2" not in text for text in chunks.values())
+    if not name.endswith("/"):
+        with pytest.raises(RefusedFile, match="symbolic link"):
+            read_inside(source.directory, name, 1024)
+
+
+@pytest.mark.parametrize("kind", list(SPECIAL_FILES))
+async def test_special_files_are_refused_without_waiting(
+    store: SqliteStore, source: KnowledgeSource, kind: str
+) -> None:
+    """A FIFO, socket or device named like a document: reported with what it is; reading
+    it directly (a swap after the scan) is refused at once, never blocks."""
+    make, word = SPECIAL_FILES[kind]
+    source.directory.mkdir(parents=True)
+    make(source.directory / "pipe.txt")
+    _write(source.directory / "notes.md", "The wifi password is on the router.")
+    async with asyncio.timeout(30):
+        report = await KnowledgeIndex(store, source).refresh()
+        with pytest.raises(RefusedFile, match=word):
+            await asyncio.to_thread(read_inside, source.directory, "pipe.txt", 1024)
+    assert (report.files, report.skipped) == (1, ("pipe.txt",))
+    entry = await store.aget(source.files_namespace, "pipe.txt")
+    assert word in entry.value["skipped"]
+
+
+async def test_a_file_turned_into_a_link_leaves_the_index(
+    store: SqliteStore, source: KnowledgeSource, tmp_path: Path
+) -> None:
+    """A file indexed once and then replaced by a link to the secret: its chunks go."""
+    secret = _folder_with_secret_outside(tmp_path, source)
+    _write(source.directory / "notes.md", "Harmless notes about the router.")
+    index = KnowledgeIndex(store, source)
+    await index.refresh()
+    assert await _all_chunks(store, source) == {"notes.md#0": "Harmless notes about the router."}
+    (source.directory / "notes.md").unlink()
+    (source.directory / "notes.md").symlink_to(secret)
+    assert (await index.refresh()).skipped == ("notes.md",)
+    assert await _all_chunks(store, source) == {}
+
+
+def _markers(chunks: dict[str, str]) -> set[int]:
+    return {int(n) for text in chunks.values() for n in re.findall(r"Page marker (\d+)", text)}
+
+
+# Each budget of PDF extraction: its value for the test, the PDF, the pages whose text is
+# kept, and what the log says of the rest (None: nothing is said, the cut is per page).
+PDF_BUDGETS: dict[str, tuple[str, float, Callable[[], bytes], set[int], str | None]] = {
+    "pages": ("PDF_MAX_PAGES", 3, lambda: numbered_pages(10), {0, 1, 2}, "first 3 pages"),
+    "characters": ("PDF_MAX_CHARS", 40, lambda: numbered_pages(10), {0, 1}, "over 40 char"),
+    "characters per page": (
+        "PDF_MAX_PAGE_CHARS",
+        13,
+        lambda: numbered_pages(3, repeat=50),
+        {0, 1, 2},
+        None,
+    ),
+    "content bytes": (
+        "PDF_MAX_CONTENT_BYTES",
+        3000,
+        lambda: numbered_pages(10, repeat=20),
+        {0, 1, 2},
+        "stopped at page 4",
+    ),
+    "default page count": (
+        "PDF_MAX_PAGES",
+        200,
+        lambda: numbered_pages(5000),
+        set(range(200)),
+        "first 200 pages",
+    ),
+}
+
+
+@pytest.mark.parametrize("budget", list(PDF_BUDGETS))
+async def test_pdf_budgets_keep_what_fits(
+    store: SqliteStore,
+    source: KnowledgeSource,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    budget: str,
+) -> None:
+    """Each budget cuts the text where it runs out, keeps what came before, and the log
+    says once why the file is only partly indexed."""
+    name, value, build, kept, note = PDF_BUDGETS[budget]
+    monkeypatch.setattr(pdf_text, name, value)
+    source.directory.mkdir(parents=True)
+    (source.directory / "manual.pdf").write_bytes(build())
+    index = KnowledgeIndex(store, source)
+    report = await index.refresh()
+    assert report.skipped == ()
+    chunks = await _all_chunks(store, source)
+    assert _markers(chunks) == kept
+    partly = [r.message for r in caplog.records if "only partly indexed" in r.message]
+    if note is None:
+        assert partly == []
+        assert all("word number" not in text for text in chunks.values())
+    else:
+        assert len(partly) == 1
+        assert "manual.pdf" in partly[0]
+        assert note in partly[0]
+
+
+async def test_pdf_out_of_time_is_cut_and_its_worker_killed(
+    store: SqliteStore,
+    source: KnowledgeSource,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A PDF still being read when its time is up: the worker is killed, what it read is
+    kept (or the file is skipped if nothing), and the log says so."""
+    monkeypatch.setattr(pdf_text, "PDF_SECONDS", 1.0)
+    source.directory.mkdir(parents=True)
+    (source.directory / "slow.pdf").write_bytes(numbered_pages(200, repeat=5000))
+    async with asyncio.timeout(30):
+        report = await KnowledgeIndex(store, source).refresh()
+    assert pdf_workers() == []
+    assert 199 not in _markers(await _all_chunks(store, source))
+    entry = (await store.aget(source.files_namespace, "slow.pdf")).value
+    said = entry.get("skipped") or next(
+        r.message for r in caplog.records if "only partly indexed" in r.message
+    )
+    assert "stopped after 1 seconds" in said
+    assert report.files + len(report.skipped) == 1
+
+
+async def test_a_question_does_not_wait_for_a_slow_pdf(
+    store: SqliteStore, source: KnowledgeSource
+) -> None:
+    """The search answers from what is indexed within INDEX_WAIT (the text file, done
+    first); the PDF goes on in the background until the index closes, which kills it."""
+    source.directory.mkdir(parents=True)
+    (source.directory / "slow.pdf").write_bytes(numbered_pages(200, repeat=5000))
+    _write(source.directory / "notes.md", "Page marker notes: the router is in the hall.")
+    index = KnowledgeIndex(store, source)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    found = await index.search("page marker")
+    waited = loop.time() - started
+    assert [p.source for p in found] == ["notes.md"]
+    assert waited < knowledge.INDEX_WAIT + 5
+    # Still reading the PDF: the next question does not start a second reader.
+    assert len(pdf_workers()) == 1
+    await index.search("page marker")
+    assert len(pdf_workers()) == 1
+    await index.aclose()
+    assert pdf_workers() == []
+    assert await store.aget(source.files_namespace, "slow.pdf") is None
+
+
+async def test_a_linked_agent_folder_is_not_read(
+    store: SqliteStore,
+    source: KnowledgeSource,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The agent's folder itself made a link (by someone who can write next to it): none
+    of the files it leads to is read, and the log says so once, not at every question."""
+    elsewhere = tmp_path / "elsewhere"
+    _write(elsewhere / "notes.md", SECRET)
+    source.directory.parent.mkdir(parents=True)
+    source.directory.symlink_to(elsewhere, target_is_directory=True)
+    index = KnowledgeIndex(store, source)
+    for _ in range(2):
+        assert await index.search("api password") == []
+    assert await _all_chunks(store, source) == {}
+    said = [r.message for r in caplog.records if "Cannot read the knowledge folder" in r.message]
+    assert len(said) == 1
+    assert "symbolic link" in said[0]
+    with pytest.raises(RefusedFile, match="symbolic link"):
+        read_inside(source.directory, "notes.md", 1024)
+
+
+async def test_pdf_needing_too_much_memory_is_skipped(
+    store: SqliteStore, source: KnowledgeSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few hundred KB that inflate to more page content than the worker may hold (its
+    address space limited to 192 MB here, 512 MB by default): the limit ends it, the file
+    is skipped with the reason, the next file is still read."""
+    monkeypatch.setattr(pdf_text, "PDF_MEMORY_BYTES", 192 * 2**20)
+    source.directory.mkdir(parents=True)
+    pdf = inflating(5, 40)
+    assert len(pdf) < 2**20
+    (source.directory / "bomb.pdf").write_bytes(pdf)
+    (source.directory / "manual.pdf").write_bytes(numbered_pages(1))
+    async with asyncio.timeout(60):
+        report = await KnowledgeIndex(store, source).refresh()
+    assert report.skipped == ("bomb.pdf",)
+    entry = (await store.aget(source.files_namespace, "bomb.pdf")).value
+    assert entry["skipped"] == "it needs too much memory"
+    assert _markers(await _all_chunks(store, source)) == {0}

@@ -6,8 +6,12 @@ indexed of each file (size, modification time, how many chunks) under
 `(<root>, <agent>, "files")`, so a restart does not read every file again.
 
 Before each search the folder is scanned (a few `stat` calls, in a worker thread) and
-files that were added, changed or removed are ingested again. Reading and chunking run in
-a worker thread too: nothing here blocks the event loop.
+files that were added, changed or removed are ingested again, in a task the index owns: a
+question waits for it at most INDEX_WAIT seconds, then is answered from what is indexed
+while the rest goes on. Only regular files inside the folder are read (no links, FIFOs,
+devices or sockets: see knowledge_files.py); text files are read in a worker thread, PDFs
+in a worker process with page, character, content and time budgets (pdf_text.py). Nothing
+here blocks the event loop.
 
 What comes out of a search is text someone wrote into a file. It is handed to the model
 as quoted data (`knowledge_block`, the `search_knowledge` tool), never as instructions.
@@ -19,15 +23,15 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 import logging
-import os
 from pathlib import Path
 import re
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.store.base import BaseStore, PutOp
-from pypdf import PdfReader
 
+from .knowledge_files import FileState, read_inside, scan_folder
+from .pdf_text import PdfText, extract_pdf_text
 from .quoting import quoted
 
 _LOGGER = logging.getLogger(__name__)
@@ -35,6 +39,7 @@ _LOGGER = logging.getLogger(__name__)
 KNOWLEDGE_ROOT = "knowledge"
 TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown"})
 PDF_SUFFIX = ".pdf"
+SUPPORTED_SUFFIXES = TEXT_SUFFIXES | {PDF_SUFFIX}
 # Target size of a chunk in characters: a passage big enough to answer from, small enough
 # that a few of them fit a small model's context.
 CHUNK_CHARS = 1000
@@ -46,11 +51,15 @@ CHUNK_BYTES = 3000
 MAX_CHUNKS = 1000
 # Files above this size are skipped (a PDF scan of a whole book is no knowledge file).
 MAX_FILE_BYTES = 5 * 1024 * 1024
+# A question waits at most this long (seconds) for the folder to be indexed; indexing goes
+# on in the background and the question is answered from what is indexed already.
+INDEX_WAIT = 2.0
 SEARCH_RESULTS = 4
 # Passages scoring below this share of the best one are left out: with OR-ed query words,
 # a passage matching only "the" would otherwise ride along.
 MIN_RELATIVE_SCORE = 0.2
 
+_FOLDER_WARNINGS: set[tuple[str, str]] = set()
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -94,51 +103,25 @@ class IndexReport:
         return {"files": self.files, "chunks": self.chunks, "skipped": list(self.skipped)}
 
 
-@dataclass(frozen=True, slots=True)
-class _FileState:
-    size: int
-    mtime_ns: int
-
-
-def _supported(path: Path) -> bool:
-    return path.suffix.lower() in TEXT_SUFFIXES or path.suffix.lower() == PDF_SUFFIX
-
-
-def scan_directory(directory: Path) -> dict[str, _FileState]:
-    """Supported files under `directory` (blocking: run in a worker thread).
+def scan_directory(directory: Path) -> dict[str, FileState]:
+    """Supported files under `directory`, with those refused (links, FIFOs, devices,
+    sockets) and why (blocking: run in a worker thread).
 
     A missing folder is created, so the user finds where to put their files.
     """
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        return scan_folder(directory, SUPPORTED_SUFFIXES)
     except OSError as err:
-        _LOGGER.warning("Cannot create the knowledge folder %s: %s", directory, err)
+        # Scanned before every question: said once per folder and reason, not each time.
+        said = (str(directory), str(err))
+        if said not in _FOLDER_WARNINGS:
+            _FOLDER_WARNINGS.add(said)
+            _LOGGER.warning("Cannot read the knowledge folder %s: %s", directory, err)
         return {}
-    found: dict[str, _FileState] = {}
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            path = Path(root, name)
-            if name.startswith(".") or not _supported(path):
-                continue
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            found[path.relative_to(directory).as_posix()] = _FileState(
-                stat.st_size, stat.st_mtime_ns
-            )
-    return found
 
 
-def read_text(path: Path) -> str:
-    """A file's text: decoded as UTF-8 (errors replaced), or extracted from a PDF."""
-    if path.suffix.lower() == PDF_SUFFIX:
-        reader = PdfReader(path)
-        if reader.is_encrypted:
-            raise ValueError("the PDF is encrypted")
-        return "\n\n".join(page.extract_text() or "" for page in reader.pages)
-    return path.read_bytes().decode("utf-8", errors="replace")
+def _is_pdf(name: str) -> bool:
+    return name.lower().endswith(PDF_SUFFIX)
 
 
 def _pieces(paragraph: str) -> Iterator[str]:
@@ -194,16 +177,15 @@ def chunk_text(text: str) -> list[str]:
     return [small for chunk in chunks for small in _byte_bounded(chunk)]
 
 
-def _read_chunks(directory: Path, names: list[str]) -> dict[str, list[str] | str]:
-    """Chunks per file, or the reason a file was skipped (blocking: worker thread)."""
+def _read_text_chunks(
+    directory: Path, names: list[str], max_bytes: int
+) -> dict[str, list[str] | str]:
+    """Chunks per text file, or the reason a file was skipped (blocking: worker thread)."""
     result: dict[str, list[str] | str] = {}
     for name in names:
-        path = directory / name
         try:
-            if path.stat().st_size > MAX_FILE_BYTES:
-                result[name] = f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB"
-                continue
-            result[name] = chunk_text(read_text(path))
+            text = read_inside(directory, name, max_bytes).decode("utf-8", errors="replace")
+            result[name] = chunk_text(text)
         except Exception as err:  # noqa: BLE001  a broken file must not stop the others
             result[name] = str(err) or type(err).__name__
     return result
@@ -219,6 +201,10 @@ class KnowledgeIndex:
         self._lock = asyncio.Lock()
         # What the store holds per file; None until read from the store.
         self._indexed: dict[str, dict[str, Any]] | None = None
+        # The refresh that searches start and do not wait for beyond INDEX_WAIT; cancelled
+        # by aclose. No new one starts once closed.
+        self._refreshing: asyncio.Task[IndexReport] | None = None
+        self._closed = False
 
     async def _load_indexed(self) -> dict[str, dict[str, Any]]:
         if self._indexed is None:
@@ -239,7 +225,8 @@ class KnowledgeIndex:
                 for name, state in on_disk.items()
                 if force
                 or (entry := indexed.get(name)) is None
-                or (entry.get("size"), entry.get("mtime_ns")) != (state.size, state.mtime_ns)
+                or (entry.get("size"), entry.get("mtime_ns"), entry.get("refused"))
+                != (state.size, state.mtime_ns, state.refused)
             ]
             removed = [name for name in indexed if name not in on_disk]
             if changed or removed:
@@ -255,18 +242,64 @@ class KnowledgeIndex:
         )
 
     async def _ingest(
-        self, on_disk: dict[str, _FileState], changed: list[str], removed: list[str]
+        self, on_disk: dict[str, FileState], changed: list[str], removed: list[str]
     ) -> None:
+        """Quick work first, each step its own transaction, so searches meanwhile find
+        what is done: removed and refused files (nothing to read: a link indexed by an
+        older version leaves the index before anything slow runs), then text files, then
+        each PDF on its own."""
+        refused: dict[str, list[str] | str] = {
+            name: reason for name in changed if (reason := on_disk[name].refused) is not None
+        }
+        await self._apply(on_disk, removed, refused)
+        texts = [name for name in changed if name not in refused and not _is_pdf(name)]
+        if texts:
+            contents = await asyncio.to_thread(
+                _read_text_chunks, self.source.directory, texts, MAX_FILE_BYTES
+            )
+            await self._apply(on_disk, [], contents)
+        for name in changed:
+            if name not in refused and _is_pdf(name):
+                await self._apply(on_disk, [], {name: await self._pdf_chunks(name)})
+        _LOGGER.info(
+            "Knowledge of %s: %d files ingested, %d removed",
+            self.source.agent,
+            len(changed),
+            len(removed),
+        )
+
+    async def _pdf_chunks(self, name: str) -> list[str] | str:
+        """A PDF's chunks, or the reason it was skipped."""
+        try:
+            data = await asyncio.to_thread(read_inside, self.source.directory, name, MAX_FILE_BYTES)
+            pdf: PdfText = await extract_pdf_text(data)
+            chunks = await asyncio.to_thread(chunk_text, pdf.text)
+        except Exception as err:  # noqa: BLE001  a broken file must not stop the others
+            return str(err) or type(err).__name__
+        if pdf.note is not None:
+            _LOGGER.warning("Knowledge file %s is only partly indexed: %s", name, pdf.note)
+        return chunks
+
+    async def _apply(
+        self,
+        on_disk: dict[str, FileState],
+        removed: list[str],
+        contents: dict[str, list[str] | str],
+    ) -> None:
+        """One transaction: `removed` leave the index, `contents` (chunks, or why a file is
+        skipped) replace what it held of those files."""
+        if not removed and not contents:
+            return
         indexed = self._indexed if self._indexed is not None else {}
-        contents = await asyncio.to_thread(_read_chunks, self.source.directory, changed)
         ops: list[PutOp] = []
-        for name in [*removed, *changed]:
+        for name in [*removed, *contents]:
             ops += self._delete_ops(name, indexed.pop(name, None))
         room = MAX_CHUNKS - sum(entry.get("chunks", 0) for entry in indexed.values())
-        for name in changed:
+        for name, chunks in contents.items():
             state = on_disk[name]
-            chunks = contents[name]
             entry: dict[str, Any] = {"size": state.size, "mtime_ns": state.mtime_ns, "chunks": 0}
+            if state.refused is not None:
+                entry["refused"] = state.refused
             if isinstance(chunks, str):
                 _LOGGER.warning("Knowledge file %s skipped: %s", name, chunks)
                 entry["skipped"] = chunks
@@ -298,12 +331,6 @@ class KnowledgeIndex:
         except BaseException:
             self._indexed = None
             raise
-        _LOGGER.info(
-            "Knowledge of %s: %d files ingested, %d removed",
-            self.source.agent,
-            len(changed),
-            len(removed),
-        )
 
     def _delete_ops(self, name: str, entry: dict[str, Any] | None) -> list[PutOp]:
         if entry is None:
@@ -313,9 +340,47 @@ class KnowledgeIndex:
             for index in range(entry.get("chunks", 0))
         ] + [PutOp(self.source.files_namespace, name, None)]
 
+    def _refresh_in_background(self) -> asyncio.Task[IndexReport]:
+        """The refresh running now, or a new one."""
+        task = self._refreshing
+        if task is None or task.done():
+            task = self._refreshing = asyncio.create_task(
+                self.refresh(), name=f"langgraph_conversation knowledge of {self.source.agent}"
+            )
+            task.add_done_callback(self._refreshed)
+        return task
+
+    def _refreshed(self, task: asyncio.Task[IndexReport]) -> None:
+        # Whether a question still waited or not, the failure is told here, once.
+        if not task.cancelled() and (error := task.exception()) is not None:
+            _LOGGER.error(
+                "Could not index the documents of %s: %s",
+                self.source.agent,
+                error,
+                exc_info=error,
+            )
+
+    async def wait_indexed(self) -> None:
+        """Until the indexing running in the background (if any) is over."""
+        if self._refreshing is not None:
+            await asyncio.wait({self._refreshing})
+
+    async def aclose(self) -> None:
+        """Stop indexing (the PDF worker is killed); start none again."""
+        self._closed = True
+        task = self._refreshing
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+
     async def search(self, query: str, limit: int = SEARCH_RESULTS) -> list[Passage]:
-        """The passages that best match `query`, after bringing the index up to date."""
-        await self.refresh()
+        """The passages that best match `query`, from what is indexed within INDEX_WAIT.
+
+        The folder is brought up to date first; a refresh that takes longer goes on in the
+        background (asyncio.wait does not cancel it) and the next question finds its work.
+        """
+        if not self._closed:
+            await asyncio.wait({self._refresh_in_background()}, timeout=INDEX_WAIT)
         if not query.strip():
             return []
         items = await self.store.asearch(self.source.chunks_namespace, query=query, limit=limit)

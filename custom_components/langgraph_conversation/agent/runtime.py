@@ -192,8 +192,15 @@ class AgentRuntime:
             return None
         index = self._knowledge.get(source.agent)
         if index is None or index.source != source:
+            if index is not None:  # the agent was renamed: its old folder's indexing stops
+                self._close_later(index)
             index = self._knowledge[source.agent] = KnowledgeIndex(self.store, source)
         return index
+
+    def _close_later(self, index: KnowledgeIndex) -> None:
+        task = asyncio.create_task(index.aclose(), name="langgraph_conversation knowledge close")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def reindex_knowledge(self, source: KnowledgeSource) -> IndexReport | None:
         """Read every file of the agent's folder again; None without a memory store."""
@@ -207,7 +214,8 @@ class AgentRuntime:
 
         Failing to do so leaves unused rows behind, never a broken agent: logged only.
         """
-        self._knowledge.pop(source.agent, None)
+        if (index := self._knowledge.pop(source.agent, None)) is not None:
+            await index.aclose()
         if self.store is None:
             return
         try:
@@ -388,7 +396,9 @@ class AgentRuntime:
                     task.cancel()
             if late:
                 await asyncio.wait(late, timeout=grace)
-        # Memory extraction of the turns that finished writes to memory.db too.
+        # Indexing of documents stops (it starts again on the next search after a reload);
+        # memory extraction of the turns that finished writes to memory.db too.
+        await asyncio.gather(*(index.aclose() for index in self._knowledge.values()))
         await self.wait_background()
 
     def _continue_in_memory(self, error: Exception) -> None:
