@@ -186,7 +186,7 @@ async def build_home(hass: HomeAssistant) -> Recorder:
     for thing in HOME:
         domain, object_id = thing.entity_id.split(".", 1)
         entry = registry.async_get_or_create(
-            domain, "test", object_id, suggested_object_id=object_id
+            domain, "test", object_id, suggested_object_id=object_id, original_name=thing.name
         )
         registry.async_update_entity(entry.entity_id, area_id=area_ids[thing.area])
         hass.states.async_set(
