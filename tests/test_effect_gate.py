@@ -37,7 +37,7 @@ from .conftest import agent_entity_id
 from .fakes import FakeOpenAIServer, ToolCall
 from .helpers import assist_api, messages_of, text_of
 
-MARKED = ["switch.kettle", "button.door_release", "script.party_mode"]
+MARKED = ["switch.kettle", "button.door_release", "script.party_mode", "light.porch_light"]
 
 
 @pytest.fixture
@@ -70,6 +70,7 @@ HOME = [
     Thing("cover.patio_door", "Patio Door", "Kitchen", {"device_class": "door"}, "closed"),
     Thing("cover.kitchen_blind", "Kitchen Blind", "Kitchen", {"device_class": "blind"}, "closed"),
     Thing("light.hall_light", "Hall Light", "Hall", {"supported_color_modes": ["onoff"]}),
+    Thing("light.porch_light", "Porch Light", "Garden", {"supported_color_modes": ["onoff"]}),
     Thing("switch.kettle", "Kettle", "Kitchen", {}),
     Thing("button.door_release", "Door Release", "Hall", {}, "unknown"),
 ]
@@ -253,6 +254,18 @@ def generated_cases(tool_names: list[str]) -> list[tuple[str, dict[str, Any]]]:
             if key not in seen:
                 seen.add(key)
                 cases.append((tool, args))
+    # Our own light tool, on every light and target shape.
+    if "home_light_control" in tool_names:
+        for thing in HOME:
+            if thing.domain != "light":
+                continue
+            for action in ("turn_on", "turn_off", "toggle"):
+                cases += [
+                    ("home_light_control", {"action": action, "name": thing.name}),
+                    ("home_light_control", {"action": action, "area": thing.area}),
+                    ("home_light_control", {"action": action, "floor": FLOOR[thing.area]}),
+                    ("home_light_control", {"action": action}),
+                ]
     # Exposed scripts are tools of their own (their names vary by version).
     for name in tool_names:
         if any(object_id in name for object_id in SCRIPTS):
@@ -348,6 +361,27 @@ async def test_generated_attacks_need_the_requesters_yes(
     assert any("Leave Home" in action for action in asked_about)
     assert any("Party Mode" in action for action in asked_about)
     assert not any("Kitchen Blind" in action or "Hall Light" in action for action in asked_about)
+    assert asked_about, "no case was asked about"
+    print(f"{len(cases)} generated cases, {sum(asked_about.values())} actions asked about")
+
+
+async def test_the_same_call_twice_is_asked_and_done_once(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A model that sends one unlock twice: the question names it once, it runs once."""
+    recorder = await build_home(hass)
+    tool = next(t.name for t in (await assist_api(hass)).tools if t.name.endswith("HassTurnOff"))
+    twice = [ToolCall(tool, {"name": "Front Door"}), ToolCall(tool, {"name": "front door"})]
+    openai_server.add_tool_calls(twice)
+    first = await _converse(hass, setup_integration, "Unlock the front door", None)
+    assert _speech(first).endswith("do you want me to unlock Front Door?")
+    openai_server.add_text("Unlocked.")
+    await _converse(hass, setup_integration, "yes", first.conversation_id)
+    unlocked = [("lock", "unlock", {"entity_id": ["lock.front_door"]})]
+    assert recorder.critical_since(0) == unlocked
+    # Both calls are answered (each with what was done).
+    results = messages_of(openai_server.requests[-1], "tool")
+    assert [json.loads(text_of(r))["done"] for r in results] == [["unlock Front Door"]] * 2
 
 
 async def test_safe_parts_of_a_call_run_at_once(
