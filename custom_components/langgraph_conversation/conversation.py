@@ -70,6 +70,7 @@ from .entity import SubentryEntity, add_subentry_entities
 from .tools import TOOLS
 from .tools.context import compact_system_prompt
 from .tools.ha_llm_api import tools_from_llm_api
+from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice
 from .tools.registry import ToolContext, as_langchain_tools
 
 _LOGGER = logging.getLogger(__name__)
@@ -302,6 +303,11 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             raise HomeAssistantError(
                 translation_domain=DOMAIN, translation_key="turn_empty_request"
             )
+        # Names reach the model through Home Assistant's prompt and the speaker layer.
+        names = flagged_entity_names(self.hass, conversation.DOMAIN) if uses_tools else []
+        system_prompt = self._system_prompt(chat_log)
+        if notice_of_names := names_notice(names):
+            system_prompt = f"{system_prompt}\n\n{notice_of_names}"
         turn = Turn(
             thread_id=runtime.threads.resolve(
                 self.subentry.subentry_id,
@@ -311,7 +317,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                 window=60 * options.get(CONF_CONTINUE_MINUTES, DEFAULT_CONTINUE_MINUTES),
             ),
             text=request,
-            system_prompt=self._system_prompt(chat_log),
+            system_prompt=system_prompt,
             settings=self._settings(),
             tools=[
                 *tools_from_llm_api(self.hass, chat_log.llm_api),
@@ -354,6 +360,12 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             speaker=speaker(self.hass, user_input.device_id),
             knowledge=knowledge_source(self.hass, self.subentry),
             search_knowledge=options.get(CONF_SEARCH_KNOWLEDGE, False),
+            unattended=_origin(user_input) is None
+            and not getattr(user_input, "satellite_id", None),
+            flagged=(
+                *flagged_speaker_names(self.hass, user_input.device_id),
+                *(entry for entry, _name in names),
+            ),
         )
         try:
             async for _content in chat_log.async_add_delta_content_stream(

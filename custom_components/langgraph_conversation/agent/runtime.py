@@ -14,7 +14,7 @@ import uuid
 import weakref
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -25,10 +25,11 @@ from langgraph.types import Command, Interrupt
 
 from ..storage.threads import ThreadDirectory
 from .confirmation import INTERRUPT_KIND
-from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
+from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta, TextFlagged
 from .extraction import learn_from_exchange
 from .graph import MODEL_NODE, AgentKind, build_graphs, recursion_limit
 from .hooks import TurnHooks, TurnRecorder
+from .injection import scan_text
 from .knowledge import (
     IndexReport,
     KnowledgeIndex,
@@ -36,7 +37,7 @@ from .knowledge import (
     forget_knowledge,
     search_knowledge_tool,
 )
-from .memory import MemoryScope, memory_block, memory_tools, recall
+from .memory import MemoryScope, memory_block, memory_flags, memory_tools, recall
 from .model import (
     ModelAccess,
     ModelError,
@@ -45,6 +46,7 @@ from .model import (
     to_model_error,
 )
 from .prompts import PromptLayers, base_prompt
+from .quoting import flag_note, quoted, quoted_flagged
 from .roles import ModelCache, RoleAccesses
 from .state import TurnContext
 
@@ -126,6 +128,12 @@ class Turn:
     # After the answer, the housekeeping model saves lasting facts the person told
     # (extraction.py); needs `memory`.
     learn_memories: bool = False
+    # No person is behind the request (no user and no device: an automation, a script):
+    # its text is scanned for injection like any other untrusted text.
+    unattended: bool = False
+    # What the caller's own scan flagged in text it put into the turn (device, area and
+    # entity names); reported with the turn's other flags.
+    flagged: tuple[TextFlagged, ...] = ()
 
 
 class AgentRuntime:
@@ -319,7 +327,10 @@ class AgentRuntime:
             "configurable": {"thread_id": turn.thread_id},
             "recursion_limit": recursion_limit(turn.max_tool_rounds),
         }
-        prompt, tools, knowledge = await self._prompt_and_tools(turn)
+        prompt, tools, knowledge, flagged = await self._prompt_and_tools(turn)
+        request, request_flags = guarded_request(turn)
+        for event in (*turn.flagged, *flagged, *request_flags):
+            yield event
         roles = self.models.roles(self.access, turn.roles, turn.settings)
         context = TurnContext.create(
             prompt,
@@ -334,7 +345,7 @@ class AgentRuntime:
             await self._touch_thread(turn.thread_id)
             started = False
             try:
-                async for event in self._turn_events(turn, config, context):
+                async for event in self._turn_events(turn, config, context, request):
                     started = True
                     yield event
                 return
@@ -342,7 +353,7 @@ class AgentRuntime:
                 if started or self.storage_failed:
                     raise TurnError("storage", str(failure.error)) from None
                 self._continue_in_memory(failure.error)
-            async for event in self._turn_events(turn, config, context):
+            async for event in self._turn_events(turn, config, context, request):
                 yield event
 
     @asynccontextmanager
@@ -390,9 +401,17 @@ class AgentRuntime:
             self.on_storage_error(error)
 
     async def _turn_events(
-        self, turn: Turn, config: dict[str, Any], context: TurnContext
+        self,
+        turn: Turn,
+        config: dict[str, Any],
+        context: TurnContext,
+        request: list[BaseMessage],
     ) -> AsyncIterator[AgentEvent]:
-        """The turn on the current graph; storage errors come out as _StorageFailure."""
+        """The turn on the current graph; storage errors come out as _StorageFailure.
+
+        `request` is what the turn adds to the thread when it does not resume a pause
+        (see guarded_request).
+        """
         # Where what this turn adds begins, to undo it after a failure: the id of its first
         # message, _RESUMED (from the paused exchange's request), None (nothing yet).
         undo_from: str | None = None
@@ -409,7 +428,6 @@ class AgentRuntime:
                 # assistant's tool calls), which would otherwise end without results.
                 undo_from = _RESUMED
             else:
-                request = [*_folded(turn.earlier), HumanMessage(turn.text)]
                 for message in request:
                     message.id = str(uuid.uuid4())
                 graph_input = {"messages": request}
@@ -448,8 +466,9 @@ class AgentRuntime:
 
     async def _prompt_and_tools(
         self, turn: Turn
-    ) -> tuple[PromptLayers, list[BaseTool], KnowledgeIndex | None]:
-        """The turn's prompt layers, tools and knowledge index, by its agent's kind.
+    ) -> tuple[PromptLayers, list[BaseTool], KnowledgeIndex | None, list[TextFlagged]]:
+        """The turn's prompt layers, tools and knowledge index, by its agent's kind, and
+        the recalled memories the injection scan flagged.
 
         Only the assistant binds tools (its own, memory tools, search_knowledge); the
         chatbot and rag kinds still read recalled memories. A memory store that fails
@@ -472,16 +491,16 @@ class AgentRuntime:
             if knowledge is not None and kind.uses_tools:
                 tools.append(search_knowledge_tool(knowledge))
         if self.store is None or turn.memory is None:
-            return prompt, tools, knowledge
+            return prompt, tools, knowledge, []
         try:
             memories = await recall(self.store, turn.memory, turn.text, turn.memory_recall_limit)
         except Exception:
             _LOGGER.exception("Could not read memories; answering without them")
-            return prompt, tools, knowledge
+            return prompt, tools, knowledge, []
         prompt = replace(prompt, memories=memory_block(memories), memory_rules=kind.uses_tools)
         if kind.uses_tools:
             tools += memory_tools(self.store, turn.memory)
-        return prompt, tools, knowledge
+        return prompt, tools, knowledge, memory_flags(memories)
 
     async def _pending_interrupts(self, thread_id: str) -> list[Interrupt]:
         """What the thread's newest checkpoint waits on, without reviving its messages."""
@@ -574,10 +593,28 @@ def _last_human_index(messages: list[Any]) -> int:
     return len(messages)
 
 
-def _folded(earlier: tuple[tuple[str, str], ...]) -> list[HumanMessage | AIMessage]:
-    """Messages for what others said in the conversation, so the model knows about it."""
-    return [
-        HumanMessage(text) if role == "user" else AIMessage(text)
-        for role, text in earlier
-        if text.strip()
-    ]
+def guarded_request(turn: Turn) -> tuple[list[BaseMessage], list[TextFlagged]]:
+    """The messages a new (not resuming) turn adds to its thread, and what was flagged.
+
+    What others said in the conversation since this agent's last turn is folded in, so
+    the model knows about it; a request without a person present is scanned too. Text
+    the injection scan flags is kept, quoted and marked as data (quoting.py).
+    """
+    messages: list[BaseMessage] = []
+    flagged: list[TextFlagged] = []
+    for role, text in turn.earlier:
+        if not text.strip():
+            continue
+        if found := scan_text(text):
+            flagged.append(TextFlagged("earlier", role, found))
+            text = f"(Said earlier in this conversation, elsewhere) {quoted_flagged(text, found)}"
+        messages.append(HumanMessage(text) if role == "user" else AIMessage(text))
+    text = turn.text
+    if turn.unattended and (found := scan_text(text)):
+        flagged.append(TextFlagged("request", "", found))
+        text = (
+            f"{flag_note(found)} A request that arrived without a person present (from an "
+            f"automation or a script), quoted: {quoted(text)}"
+        )
+    messages.append(HumanMessage(text))
+    return messages, flagged
