@@ -35,9 +35,14 @@ import unicodedata
 
 # The longest text scanned whole; a longer one is scanned at its head and its tail.
 MAX_SCAN_CHARS = 256 * 1024
-# Texts up to this size are scanned on the caller's thread (well under a millisecond
-# per kilobyte); longer ones in a worker thread, so the event loop never waits on them.
-INLINE_SCAN_CHARS = 16 * 1024
+# Texts up to this size are scanned on the caller's thread (a few milliseconds at worst);
+# longer ones in a worker thread, so the event loop never waits on them.
+INLINE_SCAN_CHARS = 4 * 1024
+# The regular expression engine holds the GIL for a whole search: long texts are searched
+# in slices (overlapping by more than any phrase is long), so a scan in a worker thread
+# never holds up the event loop for more than a few milliseconds at a time.
+SLICE_CHARS = 8 * 1024
+_OVERLAP = 512
 # Findings kept per pattern (where it first matched), to keep reports short.
 _PER_PATTERN = 3
 
@@ -496,6 +501,20 @@ _SQUEEZED_TRIGGERS: dict[str, tuple[str, ...]] = {
 # fmt: on
 
 
+def _sliced(expression: re.Pattern[str], text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each match, searched slice by slice (see SLICE_CHARS)."""
+    if len(text) <= SLICE_CHARS + _OVERLAP:
+        for match in expression.finditer(text):
+            yield match.start(), match.end()
+        return
+    for base in range(0, len(text), SLICE_CHARS):
+        for match in expression.finditer(text[base : base + SLICE_CHARS + _OVERLAP]):
+            if match.start() >= SLICE_CHARS:
+                # The next slice finds it (again, whole).
+                break
+            yield base + match.start(), base + match.end()
+
+
 def _matches(
     expressions: dict[str, re.Pattern[str]],
     triggers: dict[str, tuple[str, ...]],
@@ -505,10 +524,16 @@ def _matches(
     for pattern_id, expression in expressions.items():
         if pattern_id in skip or not any(word in text for word in triggers[pattern_id]):
             continue
-        for count, match in enumerate(expression.finditer(text)):
+        for count, (start, end) in enumerate(_sliced(expression, text)):
             if count == _PER_PATTERN:
                 break
-            yield pattern_id, match.start(), match.end()
+            yield pattern_id, start, end
+
+
+# Any of the invisible characters above, for a fast first look.
+_ANY_INVISIBLE = re.compile(
+    "[\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
 
 
 def _blob_findings(text: str) -> Iterator[tuple[str, int, int]]:
@@ -531,12 +556,13 @@ def _blob_findings(text: str) -> Iterator[tuple[str, int, int]]:
 def _scan_window(text: str) -> list[tuple[str, int, int]]:
     """Findings in one text (at most MAX_SCAN_CHARS), as offsets in that text."""
     found: list[tuple[str, int, int]] = list(_blob_findings(text))
-    found += [
-        ("invisible_characters", m.start(), m.end())
-        for _, m in zip(
-            range(_PER_PATTERN), _RAW["invisible_characters"].finditer(text), strict=False
-        )
-    ]
+    if _ANY_INVISIBLE.search(text):
+        found += [
+            ("invisible_characters", m.start(), m.end())
+            for _, m in zip(
+                range(_PER_PATTERN), _RAW["invisible_characters"].finditer(text), strict=False
+            )
+        ]
     folded, ends = _folded(text)
     # Same length as `folded`: offsets hold for both.
     words = folded.replace("_", " ")
