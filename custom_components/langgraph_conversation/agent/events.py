@@ -53,9 +53,9 @@ class TextFlagged:
     """Untrusted text on its way to the model matched instruction-injection patterns.
 
     `source` says what kind of text ("memory", "passage", "summary", "request",
-    "earlier", "speaker", "entity_name"), `name` which one (a memory id, a file name, an
-    entity id; "" when there is one only). The text still reaches the model, quoted and
-    marked as data.
+    "earlier", "speaker", "entity_name", "area_name"), `name` which one (a memory id, a
+    file name, an entity or area id; "" when there is one only). The text still reaches
+    the model, quoted and marked as data.
     """
 
     source: str
