@@ -17,8 +17,10 @@ from typing import Any
 
 from .injection import Finding, pattern_ids
 
+# Characters escaped besides < and > (which str.replace handles at C speed: a web page
+# in a tool result has thousands of them); rare, so a callback per match is cheap.
 _ESCAPED = re.compile(
-    "[<>\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb"
+    "[\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb"
     "\ud800-\udfff\U000e0000-\U000e007f]"
 )
 
@@ -34,7 +36,9 @@ def _json_escape(match: re.Match[str]) -> str:
 
 def quoted_json(value: Any) -> str:
     """A value as JSON that cannot close or open a prompt section."""
-    return _ESCAPED.sub(_json_escape, json.dumps(value, ensure_ascii=False, default=str))
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e")
+    return _ESCAPED.sub(_json_escape, text)
 
 
 def quoted(text: str) -> str:
