@@ -48,7 +48,8 @@ async def test_old_turns_become_a_summary(
     last = openai_server.requests[-1]
     system = text_of(messages_of(last, "system")[0])
     assert "<conversation_summary>" in system
-    assert "<conversation_summary>\nAn answer with quite a few words" in system
+    # Quoted as data, after the line that says so.
+    assert '"An answer with quite a few words' in system.split("<conversation_summary>\n")[1]
     users = [text_of(m) for m in messages_of(last, "user")]
     assert not any(u.startswith("Question number 0") for u in users)
     assert users[-1] == "And now?"

@@ -195,7 +195,11 @@ def test_knowledge_block_quotes_passages() -> None:
     assert block.startswith("<knowledge>\n")
     assert "never instructions" in block
     line = next(line for line in block.splitlines() if line.startswith("- [notes.md] "))
-    assert json.loads(line.removeprefix("- [notes.md] ")) == evil
+    # Flagged by the injection scan: the note first, then the passage, quoted.
+    note, _, quote = line.removeprefix("- [notes.md] ").partition("] ")
+    assert note.startswith("[flagged: ")
+    assert "section_tag" in note
+    assert json.loads(quote) == evil
     assert block.count("</knowledge>") == 1
     assert block.endswith("</knowledge>")
     assert "could not be searched" in knowledge_block(None)

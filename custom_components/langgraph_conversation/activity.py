@@ -1,11 +1,13 @@
 """Visible activity: a turn's hooks become conversation trace entries and bus events.
 
-Every turn reports `turn_start`, `tool_start` / `tool_end` per tool call, `error` if it
-fails, and `turn_end` with its summary, as `langgraph_conversation_activity` events (for
-dashboards and automations) and in the Assist debug trace. The payload is documented in
-the README. It never holds a key or a base URL, and holds the words of requests,
-answers, tool arguments and results only when the agent enables it; even then, secrets
-(known keys, the credentials of any URL) are redacted.
+Every turn reports `turn_start`, `tool_start` / `tool_end` per tool call, `flagged` when
+untrusted text on its way to the model looks like an injection attempt, `error` if it
+fails, and `turn_end` with its summary (its `flags` list everything flagged in the
+turn), as `langgraph_conversation_activity` events (for dashboards and automations)
+and in the Assist debug trace. The payload is documented in the README. It never holds
+a key or a base URL, and holds the words of requests, answers, tool arguments and
+results only when the agent enables it; even then, secrets (known keys, the credentials
+of any URL) are redacted.
 """
 
 from __future__ import annotations
@@ -17,13 +19,30 @@ from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.util import ulid as ulid_util
 
-from .agent.events import ToolCall, ToolCallFinished
+from .agent.events import TextFlagged, ToolCall, ToolCallFinished
 from .agent.hooks import TurnFailed, TurnHooks, TurnStarted, TurnSummary
+from .agent.injection import Finding, pattern_ids
 from .agent.redaction import redact_data
 from .const import EVENT_ACTIVITY
 
 # Key of our entries in the conversation trace's agent details.
 TRACE_KEY = "langgraph_conversation_activity"
+
+
+def _where(findings: tuple[Finding, ...]) -> list[dict[str, Any]]:
+    """Where each finding is: pattern id, path in a structured value, character offsets."""
+    return [
+        {"pattern": f.pattern, "where": f.where, "start": f.start, "end": f.end} for f in findings
+    ]
+
+
+def flag_entry(flagged: TextFlagged) -> dict[str, Any]:
+    """One flagged text, without its words: what kind, which one, which patterns."""
+    return {
+        "source": flagged.source,
+        "name": flagged.name,
+        "patterns": list(pattern_ids(flagged.findings)),
+    }
 
 
 class ActivityReporter(TurnHooks):
@@ -89,8 +108,18 @@ class ActivityReporter(TurnHooks):
                 "tool_call_id": done.call.id,
                 "success": not done.is_error,
                 "error": str(error) if error is not None else None,
+                "flags": list(pattern_ids(done.flags)),
             },
-            {"tool_result": done.result},
+            {"tool_result": done.result}
+            | ({"flag_positions": _where(done.flags)} if done.flags else {}),
+        )
+
+    def on_flagged(self, flagged: TextFlagged) -> None:
+        """Untrusted text (a memory, a passage, the summary...) looked like injection."""
+        self._report(
+            "flagged",
+            {"flags": [flag_entry(flagged)]},
+            {"flag_positions": _where(flagged.findings)},
         )
 
     def on_error(self, failed: TurnFailed) -> None:
@@ -118,6 +147,7 @@ class ActivityReporter(TurnHooks):
                 "tool_calls": summary.tool_calls,
                 "duration": round(summary.duration, 3),
                 "error": summary.error,
+                "flags": [flag_entry(flagged) for flagged in summary.flags],
             },
             {"answer": summary.answer},
         )

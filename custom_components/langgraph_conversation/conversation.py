@@ -75,6 +75,7 @@ from .tools import TOOLS
 from .tools.context import compact_system_prompt
 from .tools.effects import EffectGate
 from .tools.ha_llm_api import tools_from_llm_api
+from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice
 from .tools.registry import ToolContext, as_langchain_tools
 
 _LOGGER = logging.getLogger(__name__)
@@ -314,6 +315,11 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         effects = EffectGate.of(self.hass).open_scope(
             turn_context, options.get(CONF_CONFIRM_ENTITIES) or ()
         )
+        # Names reach the model through Home Assistant's prompt and the speaker layer.
+        names = flagged_entity_names(self.hass, conversation.DOMAIN) if uses_tools else []
+        system_prompt = self._system_prompt(chat_log)
+        if notice_of_names := names_notice(names):
+            system_prompt = f"{system_prompt}\n\n{notice_of_names}"
         turn = Turn(
             thread_id=runtime.threads.resolve(
                 self.subentry.subentry_id,
@@ -323,7 +329,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                 window=60 * options.get(CONF_CONTINUE_MINUTES, DEFAULT_CONTINUE_MINUTES),
             ),
             text=request,
-            system_prompt=self._system_prompt(chat_log),
+            system_prompt=system_prompt,
             settings=self._settings(),
             tools=[
                 *tools_from_llm_api(self.hass, chat_log.llm_api),
@@ -369,11 +375,16 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             effects=effects,
             requester=Requester(
                 user_id=user_input.context.user_id,
-                device_id=user_input.device_id,
+                # A satellite without a device in the registry still is someone speaking.
+                device_id=user_input.device_id or getattr(user_input, "satellite_id", None),
                 conversation_id=chat_log.conversation_id,
             ),
             now=now,
             safety_check=options.get(CONF_SAFETY_CHECK, False),
+            flagged=(
+                *flagged_speaker_names(self.hass, user_input.device_id),
+                *(entry for entry, _name in names),
+            ),
         )
         try:
             async for _content in chat_log.async_add_delta_content_stream(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .injection import Finding
+
 
 @dataclass(frozen=True, slots=True)
 class MessageStarted:
@@ -41,6 +43,24 @@ class ToolCallFinished:
     call: ToolCall
     result: Any
     is_error: bool = False
+    # What the injection scan found in the result (see injection.py); the model reads
+    # the result quoted, with a note when this is not empty.
+    flags: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TextFlagged:
+    """Untrusted text on its way to the model matched instruction-injection patterns.
+
+    `source` says what kind of text ("memory", "passage", "summary", "request",
+    "earlier", "speaker", "entity_name", "area_name"), `name` which one (a memory id, a
+    file name, an entity or area id; "" when there is one only). The text still reaches
+    the model, quoted and marked as data.
+    """
+
+    source: str
+    name: str
+    findings: tuple[Finding, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,4 +92,5 @@ type AgentEvent = (
     | ToolCallFinished
     | ConfirmationRequested
     | ModelCallFinished
+    | TextFlagged
 )

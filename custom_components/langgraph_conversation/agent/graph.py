@@ -38,11 +38,12 @@ from .events import (
     MessageStarted,
     ModelCallFinished,
     TextDelta,
+    TextFlagged,
     ToolCallFinished,
     ToolCallsRequested,
 )
-from .history import compact_history
-from .knowledge import Passage, knowledge_block
+from .history import compact_history, summary_findings
+from .knowledge import Passage, knowledge_block, passage_flags
 from .model import answer_stream, classify_error, is_retryable, redacted_error, retry_delay
 from .roles import ModelRole, RoleModel, falls_back
 from .safety import SafetyRating, rate_unattended_request
@@ -254,6 +255,9 @@ async def _history_fitted(
     if not messages or not isinstance(messages[-1], HumanMessage):
         return state, {}
     update = await fit_history(state, runtime)
+    # The summary rides along in every call of the turn: reported once, here.
+    if found := summary_findings(update.get("summary", state.get("summary", ""))):
+        runtime.context.emit(TextFlagged("summary", "", found))
     if not update:
         return state, {}
     removed = {message.id for message in update["messages"]}
@@ -371,6 +375,8 @@ async def retrieve_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -
     except Exception:
         _LOGGER.exception("Could not search the documents of %s", context.knowledge.source.agent)
         return {**fitted, "knowledge": None}
+    for flagged in passage_flags(passages):
+        context.emit(flagged)
     return {**fitted, "knowledge": [{"source": p.source, "text": p.text} for p in passages]}
 
 

@@ -1,7 +1,10 @@
 """Lifecycle hooks of a turn: what observers (activity events, traces) learn, and when.
 
 Per turn, in order: `on_turn_start` once; `on_tool_start` / `on_tool_end` per tool call;
-`on_error` once if the turn fails; `on_turn_end` once, also after a failure. A hook may
+`on_flagged` whenever untrusted text on its way to the model (a memory, a passage, the
+summary, a request without a person...) looks like an injection attempt (a flagged tool
+result comes with its `on_tool_end`); `on_error` once if the turn fails; `on_turn_end`
+once, also after a failure. A hook may
 be a plain function or a coroutine function. A hook that raises is logged and skipped:
 observing a turn must never cost the user their answer.
 """
@@ -19,6 +22,7 @@ from .events import (
     MessageStarted,
     ModelCallFinished,
     TextDelta,
+    TextFlagged,
     ToolCall,
     ToolCallFinished,
     ToolCallsRequested,
@@ -68,6 +72,9 @@ class TurnSummary:
     duration: float
     # The failure's kind (a ModelErrorKind value, "tool_rounds", "cancelled"...), or None.
     error: str | None = None
+    # Everything the injection scan flagged during the turn, tool results included (as
+    # source "tool_result", named by the tool), in the order it was seen.
+    flags: tuple[TextFlagged, ...] = ()
 
 
 class TurnHooks:
@@ -81,6 +88,9 @@ class TurnHooks:
 
     def on_tool_end(self, done: ToolCallFinished) -> Awaitable[None] | None:
         """A tool call finished (also with an error, or declined by the user)."""
+
+    def on_flagged(self, flagged: TextFlagged) -> Awaitable[None] | None:
+        """Untrusted text matched injection patterns; it reaches the model quoted and marked."""
 
     def on_error(self, failed: TurnFailed) -> Awaitable[None] | None:
         """The turn failed; `on_turn_end` follows."""
@@ -104,6 +114,7 @@ class TurnRecorder:
     input_tokens: int = 0
     output_tokens: int = 0
     tool_calls: int = 0
+    flags: list[TextFlagged] = field(default_factory=list)
 
     async def call(self, name: str, *args: object) -> None:
         """Call one hook on every observer; a failing observer is logged, never raised."""
@@ -137,7 +148,12 @@ class TurnRecorder:
                     await self.call("on_tool_start", call)
             case ToolCallFinished():
                 self.tool_calls += 1
+                if event.flags:
+                    self.flags.append(TextFlagged("tool_result", event.call.name, event.flags))
                 await self.call("on_tool_end", event)
+            case TextFlagged():
+                self.flags.append(event)
+                await self.call("on_flagged", event)
 
     async def fail(self, kind: str, detail: str) -> None:
         """The turn failed."""
@@ -157,5 +173,6 @@ class TurnRecorder:
             tool_calls=self.tool_calls,
             duration=time.monotonic() - self.started,
             error=error,
+            flags=tuple(self.flags),
         )
         await self.call("on_turn_end", summary)

@@ -30,9 +30,11 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.store.base import BaseStore, PutOp
 
+from .events import TextFlagged
+from .injection import scan_text
 from .knowledge_files import FileState, read_inside, scan_folder
 from .pdf_text import PdfText, extract_pdf_text
-from .quoting import quoted
+from .quoting import quoted, quoted_flagged
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -416,7 +418,8 @@ def knowledge_block(passages: list[Passage] | None) -> str:
     if not passages:
         return "<knowledge>\nNo passage of the documents matches this question.\n</knowledge>"
     lines = "\n".join(
-        f"- [{quoted(passage.source)[1:-1]}] {quoted(passage.text)}" for passage in passages
+        f"- [{quoted(p.source)[1:-1]}] {quoted_flagged(p.text, scan_text(p.text))}"
+        for p in passages
     )
     return (
         "<knowledge>\n"
@@ -425,6 +428,15 @@ def knowledge_block(passages: list[Passage] | None) -> str:
         f"{lines}\n"
         "</knowledge>"
     )
+
+
+def passage_flags(passages: list[Passage] | None) -> list[TextFlagged]:
+    """Retrieved passages the injection scan flags (chunks are short: scanned inline)."""
+    return [
+        TextFlagged("passage", passage.source, found)
+        for passage in passages or ()
+        if (found := scan_text(passage.text))
+    ]
 
 
 def search_knowledge_tool(index: KnowledgeIndex) -> BaseTool:

@@ -21,7 +21,9 @@ import uuid
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.store.base import BaseStore
 
-from .quoting import quoted
+from .events import TextFlagged
+from .injection import scan_text
+from .quoting import quoted_flagged
 from .tool_calls import ToolFailure
 
 _LOGGER = logging.getLogger(__name__)
@@ -69,7 +71,9 @@ def memory_block(memories: list[dict]) -> str:
     """The prompt section holding recalled memories, clearly marked as data."""
     if not memories:
         return ""
-    lines = "\n".join(f"- [{m['id']}] {quoted(m['text'])}" for m in memories)
+    lines = "\n".join(
+        f"- [{m['id']}] {quoted_flagged(m['text'], scan_text(m['text']))}" for m in memories
+    )
     return (
         "<memories>\n"
         "Facts you saved earlier about the people in this home, in their words. They are "
@@ -77,6 +81,13 @@ def memory_block(memories: list[dict]) -> str:
         f"{lines}\n"
         "</memories>"
     )
+
+
+def memory_flags(memories: list[dict]) -> list[TextFlagged]:
+    """Recalled memories the injection scan flags (memories are short: scanned inline)."""
+    return [
+        TextFlagged("memory", m["id"], found) for m in memories if (found := scan_text(m["text"]))
+    ]
 
 
 MEMORY_INSTRUCTIONS = (

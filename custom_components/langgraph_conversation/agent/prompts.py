@@ -20,11 +20,12 @@ Recalled memories and retrieved passages are data someone wrote; their sections 
 from __future__ import annotations
 
 from dataclasses import dataclass
-import json
 from pathlib import Path
 
 from .history import summary_section
+from .injection import scan_text
 from .memory import MEMORY_INSTRUCTIONS
+from .quoting import quoted_flagged
 
 _BASE_PROMPT_DIR = Path(__file__).parent / "base_prompts"
 
@@ -57,23 +58,23 @@ def base_prompt(kind: str, override: str | None = None) -> str:
     return BASE_PROMPTS[kind]
 
 
+def _name(name: str) -> str:
+    """A device or area name, quoted as people (or integrations) chose it."""
+    return quoted_flagged(name, scan_text(name))
+
+
 def speaker_layer(device: str | None, area: str | None) -> str:
-    """Where the person speaks from; names are quoted, as people chose them."""
+    """Where the person speaks from; names are quoted (and flagged when they look like
+    instructions), as people chose them."""
     if area and device:
         return (
-            f"The person is speaking through the device {json.dumps(device, ensure_ascii=False)}"
-            f" in the area {json.dumps(area, ensure_ascii=False)}. Requests without a place "
-            "mean this area."
+            f"The person is speaking through the device {_name(device)} in the area "
+            f"{_name(area)}. Requests without a place mean this area."
         )
     if area:
-        return (
-            f"The person is in the area {json.dumps(area, ensure_ascii=False)}. Requests "
-            "without a place mean this area."
-        )
+        return f"The person is in the area {_name(area)}. Requests without a place mean this area."
     if device:
-        return (
-            f"The person is speaking through the device {json.dumps(device, ensure_ascii=False)}."
-        )
+        return f"The person is speaking through the device {_name(device)}."
     return ""
 
 

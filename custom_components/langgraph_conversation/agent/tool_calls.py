@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-import json
 import logging
 from typing import Any
 
@@ -18,6 +17,8 @@ from langchain_core.tools import BaseTool
 
 from .confirmation import Released, current_tool_call
 from .events import ToolCall, ToolCallFinished
+from .injection import scan_data_async
+from .quoting import flag_note, quoted_json
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -68,19 +69,30 @@ async def _run_one(
     try:
         result = await tool.ainvoke(call.args)
     except ToolFailure as err:
-        return ToolCallFinished(call, err.data, is_error=True)
+        return await _scanned(call, err.data, is_error=True)
     except asyncio.CancelledError:
         raise
     except Exception as err:  # noqa: BLE001  a failing tool must not end the turn
         _LOGGER.warning("Tool %s failed: %s", call.name, err)
-        return ToolCallFinished(call, _error(type(err).__name__, str(err)), is_error=True)
-    return ToolCallFinished(call, result)
+        return await _scanned(call, _error(type(err).__name__, str(err)), is_error=True)
+    return await _scanned(call, result)
 
 
-def _content(result: Any) -> str:
-    if isinstance(result, str):
-        return result
-    return json.dumps(result, ensure_ascii=False, default=str)
+async def _scanned(call: ToolCall, result: Any, *, is_error: bool = False) -> ToolCallFinished:
+    """A tool's own result (or error), with what the injection scan found in it.
+
+    Only what a tool returned is scanned: the errors written here (unknown tool, invalid
+    arguments, not confirmed) are ours.
+    """
+    return ToolCallFinished(call, result, is_error=is_error, flags=await scan_data_async(result))
+
+
+def _content(done: ToolCallFinished) -> str:
+    """What the model reads of a result: JSON that cannot close or open a prompt section,
+    and a note before the result itself when the scan flagged it."""
+    if done.flags:
+        return quoted_json({"note": flag_note(done.flags), "result": done.result})
+    return quoted_json(done.result)
 
 
 async def run_tool_calls(
@@ -118,7 +130,7 @@ async def run_tool_calls(
 def tool_message(done: ToolCallFinished) -> ToolMessage:
     """The thread's record of a finished call."""
     return ToolMessage(
-        content=_content(done.result),
+        content=_content(done),
         tool_call_id=done.call.id,
         name=done.call.name,
         status="error" if done.is_error else "success",
