@@ -29,7 +29,7 @@ from custom_components.langgraph_conversation.tools import effects
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.const import EVENT_CALL_SERVICE
-from homeassistant.core import Context, Event, HomeAssistant, ServiceRegistry
+from homeassistant.core import Context, Event, HomeAssistant, ServiceRegistry, callback
 from homeassistant.helpers import area_registry as ar, entity_registry as er, floor_registry as fr
 from homeassistant.setup import async_setup_component
 
@@ -165,6 +165,7 @@ class Recorder:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
         hass.bus.async_listen(EVENT_CALL_SERVICE, self._record)
 
+    @callback  # run as the event fires (a plain function would run later, in the executor)
     def _record(self, event: Event) -> None:
         self.calls.append(
             (event.data["domain"], event.data["service"], dict(event.data["service_data"]))
@@ -557,6 +558,21 @@ async def test_a_late_script_step_is_refused(
     assert any(domain == "script" for domain, _, _ in recorder.calls), recorder.calls
 
 
+async def test_calls_of_others_pass_untouched(
+    hass: HomeAssistant, setup_integration: MockConfigEntry
+) -> None:
+    """A person's or an automation's unlock (any Context not a turn's) is not the gate's
+    business, however it passes its arguments."""
+    recorder = await build_home(hass)
+    await hass.services.async_call(
+        "lock", "unlock", {"entity_id": "lock.front_door"}, True, Context()
+    )
+    await hass.services.async_call(
+        "lock", "unlock", {"entity_id": "lock.back_door"}, blocking=True, context=Context()
+    )
+    assert len(recorder.critical_since(0)) == 2
+
+
 async def test_the_gate_leaves_with_the_last_entry(
     hass: HomeAssistant, setup_integration: MockConfigEntry
 ) -> None:
@@ -565,10 +581,9 @@ async def test_the_gate_leaves_with_the_last_entry(
     assert type(hass.services) is not ServiceRegistry
     assert not hasattr(hass.services, "__dict__")
     assert ServiceRegistry.__slots__ == ("_hass", "_services")
-    parameters = set(effects._PARAMETERS.parameters)
-    assert {"domain", "service", "service_data", "context", "target", "return_response"} <= (
-        parameters
-    )
+    parameters = list(effects._PARAMETERS.parameters)
+    assert parameters[:6] == ["self", "domain", "service", "service_data", "blocking", "context"]
+    assert {"target", "return_response"} <= set(parameters)
     assert await hass.config_entries.async_unload(setup_integration.entry_id)
     assert type(hass.services) is ServiceRegistry
 

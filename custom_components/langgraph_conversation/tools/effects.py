@@ -169,7 +169,9 @@ class _GatedServiceRegistry(ServiceRegistry):
 
     async def async_call(self, *args: Any, **kwargs: Any) -> Any:
         gate = _GATES.get(id(self))
-        if gate is not None and gate.users > 0:
+        # Most calls are not a turn's: only those with a watched Context are looked at.
+        context = kwargs["context"] if "context" in kwargs else _positional_context(args)
+        if gate is not None and gate.users > 0 and context is not None and gate.watches(context):
             call = _PARAMETERS.bind(self, *args, **kwargs)
             call.apply_defaults()
             passing = gate.check(call.arguments)
@@ -186,6 +188,15 @@ class _GatedServiceRegistry(ServiceRegistry):
 # read the error (Home Assistant 2026.2's intents run service calls as background tasks
 # and only wait briefly for them); the turn reports the truth to the model instead.
 _HOLD: dict[str, Any] = {}
+
+# Where async_call's positional arguments put the context (after domain, service,
+# service_data, blocking); the contract test pins the parameter order.
+_CONTEXT_POSITION = list(_PARAMETERS.parameters).index("context") - 1
+
+
+def _positional_context(args: tuple[Any, ...]) -> Context | None:
+    return args[_CONTEXT_POSITION] if len(args) > _CONTEXT_POSITION else None
+
 
 # The gate of each Home Assistant instance, by the id of its service registry (slotted
 # without __weakref__, so no weak mapping), with the number of entries using it.
@@ -250,6 +261,10 @@ class EffectGate:
         scope = EffectScope(self, context, frozenset(marked))
         self._scopes[context.id] = scope
         return scope
+
+    def watches(self, context: Context) -> bool:
+        """Whether calls made with this Context are a turn's (running or finished)."""
+        return context.id in self._scopes or context.id in self._retired
 
     def retire(self, scope: EffectScope) -> None:
         self._scopes.pop(scope.context.id, None)
