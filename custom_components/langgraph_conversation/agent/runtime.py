@@ -24,6 +24,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command, Interrupt
 
 from ..storage.threads import ThreadDirectory
+from .answer import AnswerLimitExceeded, answer_deadline
 from .confirmation import INTERRUPT_KIND
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
 from .extraction import learn_from_exchange
@@ -321,14 +322,17 @@ class AgentRuntime:
         }
         prompt, tools, knowledge = await self._prompt_and_tools(turn)
         roles = self.models.roles(self.access, turn.roles, turn.settings)
-        context = TurnContext.create(
-            prompt,
-            roles.main.model,
-            tools,
-            turn.history_budget,
-            turn.model_retries,
-            knowledge,
-            roles=roles,
+        context = replace(
+            TurnContext.create(
+                prompt,
+                roles.main.model,
+                tools,
+                turn.history_budget,
+                turn.model_retries,
+                knowledge,
+                roles=roles,
+            ),
+            answer_deadline=answer_deadline(turn.settings.request_timeout),
         )
         async with self._lock(turn.thread_id), self._tracked():
             await self._touch_thread(turn.thread_id)
@@ -437,6 +441,8 @@ class AgentRuntime:
                 raise TurnError("unloading", "stopped while unloading") from None
             if isinstance(err, sqlite3.Error):
                 raise _StorageFailure(err) from err
+            if isinstance(err, AnswerLimitExceeded):
+                raise TurnError(err.kind, err.detail) from None
             if isinstance(err, GraphRecursionError):
                 raise TurnError(
                     "tool_rounds", f"more than {turn.max_tool_rounds} tool rounds"

@@ -88,6 +88,8 @@ class TurnContext:
     # in order, as they happen; the runtime sets it for each run. Called on the event
     # loop only: every node is a coroutine (LangGraph runs plain functions in threads).
     emit: Callable[[Any], None] = _ignore
+    # Seconds one model answer may stream in all (answer.py); None: no bound.
+    answer_deadline: float | None = None
 
     @property
     def housekeeping_model(self) -> BaseChatModel | None:
