@@ -1,11 +1,13 @@
 """Figure 9: the event loop's longest stall while a model sends hostile answers.
 
-Two answers a confused or injected model could send, each in its own turn of our agent:
-one message with 2,000 tool calls (HassTurnOn on the kitchen light), and one call of
-home_find_entities with a 1 MB query. The stall is measured as figure 3 measures it
-(probe.LoopLagProbe: a task asking to wake every 10 ms, and how late it wakes) from the
-turn's start to its end. Core's agent is not run: the figure is about what our agent lets
-a model do (Home Assistant's own agent has no such tools).
+Answers a confused or injected model could send, each in its own turn of our agent: one
+message with 2,000 tool calls (HassTurnOn on the kitchen light), one call of
+home_find_entities with a 1 MB query (the two the issue measured), and one message of 500
+calls, small enough for the answer's size bound, so the per-message cap decides. The stall
+is measured as figure 3 measures it (probe.LoopLagProbe: a task asking to wake every 10 ms,
+and how late it wakes) from the turn's start to its end. Core's agent is not run: the
+figure is about what our agent lets a model do (Home Assistant's own agent has no such
+tools).
 """
 
 from __future__ import annotations
@@ -25,12 +27,19 @@ _LOGGER = logging.getLogger(__name__)
 
 STALL_TARGET_MS = 50.0
 CALLS = 2_000
+CAPPED_CALLS = 500
 ARGUMENT_CHARS = 1_000_000
 
 
-def _many_calls(bench: Bench) -> Reply:
+def _many_calls(bench: Bench, calls: int = CALLS) -> Reply:
     call = ToolCall(bench.turn_on_tool, {"name": "Kitchen Light"})
-    return Reply(tool_calls=(call,) * CALLS)
+    return Reply(tool_calls=(call,) * calls)
+
+
+def _capped_calls(bench: Bench) -> Reply:
+    # Under the answer's size bound: the per-message cap decides (16 run, the rest are
+    # answered or dropped).
+    return _many_calls(bench, CAPPED_CALLS)
 
 
 def _huge_argument(_bench: Bench) -> Reply:
@@ -41,6 +50,7 @@ def _huge_argument(_bench: Bench) -> Reply:
 CASES = (
     ("many_calls", f"loop stall, one message of {CALLS:,} tool calls", _many_calls),
     ("huge_argument", "loop stall, 1 MB home_find_entities query", _huge_argument),
+    ("capped_calls", f"loop stall, one message of {CAPPED_CALLS} tool calls", _capped_calls),
 )
 
 
