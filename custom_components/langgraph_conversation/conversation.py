@@ -34,7 +34,7 @@ from .agent.model import ModelAccess, ModelErrorKind
 from .agent.prompts import speaker_layer
 from .agent.roles import RoleAccesses, role_access
 from .agent.runtime import Turn, TurnError
-from .agent.text import clean_text
+from .agent.text import clean_text, storable_key
 from .const import (
     CONF_ACTIVITY_CONTENTS,
     CONF_AGENT_KIND,
@@ -309,7 +309,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         turn = Turn(
             thread_id=runtime.threads.resolve(
                 self.subentry.subentry_id,
-                chat_log.conversation_id,
+                storable_key(chat_log.conversation_id),
                 origin=_origin(user_input),
                 now=dt_util.utcnow().timestamp(),
                 window=60 * options.get(CONF_CONTINUE_MINUTES, DEFAULT_CONTINUE_MINUTES),

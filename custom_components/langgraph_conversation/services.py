@@ -32,7 +32,7 @@ from homeassistant.helpers import config_validation as cv, entity_registry as er
 
 from .agent.graph import AgentKind
 from .agent.memory import HOUSEHOLD, MEMORY_ROOT, person_label
-from .agent.text import clean_text
+from .agent.text import clean_text, storable_key
 from .const import CONF_SEARCH_KNOWLEDGE, DOMAIN, SUBENTRY_CONVERSATION
 from .conversation import agent_kind, knowledge_source
 from .persistence import DATA_STORAGE
@@ -158,7 +158,9 @@ def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[Any, str]:
             translation_key="not_an_agent",
             translation_placeholders={"agent": call.data[ATTR_AGENT]},
         )
-    return entry.runtime_data, thread_id_for(subentry_id, call.data[ATTR_CONVERSATION_ID])
+    return entry.runtime_data, thread_id_for(
+        subentry_id, storable_key(call.data[ATTR_CONVERSATION_ID])
+    )
 
 
 async def _export_thread(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:

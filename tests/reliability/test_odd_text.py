@@ -197,3 +197,24 @@ async def test_odd_user_id_in_a_service_call(
         DOMAIN, "list_memories", {"household": True}, blocking=True, return_response=True
     )
     assert household["memories"] == []
+
+
+@pytest.mark.parametrize(("conversation_id", "_cleaned"), odd_strings(3, seed=4))
+async def test_conversation_id_with_lone_surrogates(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    conversation_id: str,
+    _cleaned: str,
+) -> None:
+    """A conversation id with invalid Unicode names a thread of its own, kept in the
+    conversations file (not a storage failure that sends every conversation to memory)."""
+    openai_server.add_text("Noted.")
+    first = await ask(hass, setup_integration, "My name is Ada.", conversation_id)
+    assert speech(first) == "Noted."
+    openai_server.add_text("Ada.")
+    second = await ask(hass, setup_integration, "Who am I?", first.conversation_id)
+    assert speech(second) == "Ada."
+    seen = [text_of(m) for m in openai_server.requests[-1]["messages"][1:]]
+    assert seen == ["My name is Ada.", "Noted.", "Who am I?"]
+    assert not setup_integration.runtime_data.storage_failed

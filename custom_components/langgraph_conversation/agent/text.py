@@ -28,6 +28,17 @@ def clean_text(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
+def storable_key(key: str) -> str:
+    """An identifier (a conversation id) that SQLite can store, unchanged if valid.
+
+    Unlike `clean_text`, distinct invalid ids stay distinct: each surrogate is written as
+    its escape (`\\ud800`); only an id spelling that escape out literally would meet it.
+    """
+    if key.isascii() or _SURROGATE.search(key) is None:
+        return key
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def clean_value(value: Any) -> Any:
     """A JSON-like value (tool arguments, tool results) with every string cleaned.
 
