@@ -25,7 +25,7 @@ import ollama
 import openai
 import pytest
 
-from tests.fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
+from tests.fakes import FakeOllamaServer, FakeOpenAIServer, Reply, ToolCall
 
 USER = [{"role": "user", "content": "Turn on the kitchen light and tell me the weather."}]
 
@@ -417,6 +417,35 @@ async def test_chunks_are_sent_as_they_come(
     arrivals = [time.perf_counter() async for chunk in stream if chunk.choices[0].delta.content]
     assert len(arrivals) == 6
     assert arrivals[-1] - arrivals[0] >= 0.4
+
+
+@pytest.mark.parametrize("protocol", ["openai", "ollama"])
+async def test_endless_reply_until_the_client_hangs_up(
+    socket_enabled: None,
+    openai_fake: FakeOpenAIServer,
+    ollama_fake: FakeOllamaServer,
+    protocol: str,
+) -> None:
+    """An endless reply streams numbered text without a finish chunk; the response
+    ends when the client closes the stream."""
+    server, call = (
+        (openai_fake, openai_call(openai_fake))
+        if protocol == "openai"
+        else (ollama_fake, ollama_call(ollama_fake))
+    )
+    server.add(Reply(text="la ", endless=True, chunk_size=3))
+    stream = await litellm.acompletion(stream=True, **call)
+    texts: list[str] = []
+    async for chunk in stream:
+        assert chunk.choices[0].finish_reason is None
+        texts.append(chunk.choices[0].delta.content or "")
+        if len(texts) >= 300:
+            break
+    await stream.aclose()
+    assert "".join(texts).startswith("la la 1 la 2 la 3 ")
+    async with asyncio.timeout(5):
+        while not server.timings:  # noqa: ASYNC110  the server runs on its own thread
+            await asyncio.sleep(0.01)
 
 
 async def test_wait_for_requests_and_stop_mid_reply(

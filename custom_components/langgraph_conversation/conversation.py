@@ -36,6 +36,7 @@ from .agent.model import ModelAccess, ModelErrorKind
 from .agent.prompts import speaker_layer
 from .agent.roles import RoleAccesses, role_access
 from .agent.runtime import Turn, TurnError
+from .agent.text import clean_text, storable_key
 from .const import (
     CONF_ACTIVITY_CONTENTS,
     CONF_AGENT_KIND,
@@ -135,12 +136,12 @@ def earlier_content(chat_log: conversation.ChatLog, agent_id: str) -> tuple[tupl
         if isinstance(item, conversation.UserContent):
             # A request nobody answered (one of our failed turns) stays out, as it
             # was removed from our thread on purpose.
-            pending_request = item.content
+            pending_request = clean_text(item.content)
         elif isinstance(item, conversation.AssistantContent) and item.content:
             if pending_request is not None:
                 folded.append(("user", pending_request))
                 pending_request = None
-            folded.append(("assistant", item.content))
+            folded.append(("assistant", clean_text(item.content)))
     return tuple(folded)
 
 
@@ -202,8 +203,11 @@ _CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def clean_request(text: str) -> tuple[str, str | None]:
-    """The request as the model gets it, and a notice for the user if it was cut."""
-    text = _CONTROL_CHARACTERS.sub("", text)
+    """The request as the model gets it, and a notice for the user if it was cut.
+
+    Invalid Unicode (lone surrogates) is replaced: the model's HTTP client cannot send it.
+    """
+    text = _CONTROL_CHARACTERS.sub("", clean_text(text))
     if len(text) <= MAX_REQUEST_CHARS:
         return text, None
     notice = async_get_exception_message(
@@ -323,7 +327,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         turn = Turn(
             thread_id=runtime.threads.resolve(
                 self.subentry.subentry_id,
-                chat_log.conversation_id,
+                storable_key(chat_log.conversation_id),
                 origin=_origin(user_input),
                 now=now,
                 window=60 * options.get(CONF_CONTINUE_MINUTES, DEFAULT_CONTINUE_MINUTES),

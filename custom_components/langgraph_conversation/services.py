@@ -5,6 +5,12 @@ memories, and clearing the household's, need an administrator. Automations and s
 run without a user and may do everything, like Home Assistant's own admin actions.
 Conversations hold what people said, so exporting or clearing one needs an administrator.
 Reading an agent's documents again (reindex_knowledge) needs an administrator too.
+
+A `user_id` must name a Home Assistant user, or one whose memories are still stored (a
+removed user's, so they can still be listed and cleared): anything else (a name, a typo,
+a template that rendered wrong, "a.b") is a mistake, reported as such rather than answered
+with an empty list or saved where no one will ever read it. Texts are cleaned of invalid
+Unicode, which SQLite cannot store.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from homeassistant.exceptions import HomeAssistantError, ServiceValidationError,
 from homeassistant.helpers import config_validation as cv, entity_registry as er
 
 from .agent.graph import AgentKind
-from .agent.memory import HOUSEHOLD, MEMORY_ROOT
+from .agent.memory import HOUSEHOLD, MEMORY_ROOT, person_label
+from .agent.text import clean_text, storable_key
 from .const import CONF_SEARCH_KNOWLEDGE, DOMAIN, SUBENTRY_CONVERSATION
 from .conversation import agent_kind, knowledge_source
 from .persistence import DATA_STORAGE
@@ -66,7 +73,17 @@ async def _namespace(hass: HomeAssistant, call: ServiceCall, *, writes: bool) ->
         )
     if user_id != call.context.user_id:
         await _require_admin(hass, call)
-    return (MEMORY_ROOT, user_id)
+    label = person_label(user_id)
+    if label is None or (
+        await hass.auth.async_get_user(user_id) is None
+        and not await _store(hass).asearch((MEMORY_ROOT, label), limit=1)
+    ):
+        raise ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key="unknown_user",
+            translation_placeholders={"user_id": clean_text(user_id)[:100]},
+        )
+    return (MEMORY_ROOT, label)
 
 
 def _store(hass: HomeAssistant) -> Any:
@@ -100,7 +117,7 @@ async def _list_memories(hass: HomeAssistant, call: ServiceCall) -> ServiceRespo
 
 async def _add_memory(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
     namespace = await _namespace(hass, call, writes=True)
-    text = " ".join(call.data[ATTR_TEXT].split())
+    text = " ".join(clean_text(call.data[ATTR_TEXT]).split())
     key = uuid.uuid4().hex[:12]
     await _store(hass).aput(namespace, key, {"text": text})
     return {"id": key}
@@ -109,13 +126,14 @@ async def _add_memory(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse
 async def _delete_memory(hass: HomeAssistant, call: ServiceCall) -> None:
     namespace = await _namespace(hass, call, writes=True)
     store = _store(hass)
-    if await store.aget(namespace, call.data[ATTR_MEMORY_ID]) is None:
+    memory_id = clean_text(call.data[ATTR_MEMORY_ID])
+    if await store.aget(namespace, memory_id) is None:
         raise ServiceValidationError(
             translation_domain=DOMAIN,
             translation_key="memory_not_found",
-            translation_placeholders={"memory_id": call.data[ATTR_MEMORY_ID]},
+            translation_placeholders={"memory_id": memory_id[:100]},
         )
-    await store.adelete(namespace, call.data[ATTR_MEMORY_ID])
+    await store.adelete(namespace, memory_id)
 
 
 async def _clear_memories(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
@@ -140,7 +158,9 @@ def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[Any, str]:
             translation_key="not_an_agent",
             translation_placeholders={"agent": call.data[ATTR_AGENT]},
         )
-    return entry.runtime_data, thread_id_for(subentry_id, call.data[ATTR_CONVERSATION_ID])
+    return entry.runtime_data, thread_id_for(
+        subentry_id, storable_key(call.data[ATTR_CONVERSATION_ID])
+    )
 
 
 async def _export_thread(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:

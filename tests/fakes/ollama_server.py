@@ -184,7 +184,7 @@ class FakeOllamaServer(FakeModelServer):
                 }
             )
 
-        for piece in reply.text_pieces():
+        for piece in reply.streamed_pieces():
             yield chunk({"content": piece})
         for index, call in enumerate(reply.tool_calls):
             yield chunk({"tool_calls": [_tool_call(index, call)]})

@@ -268,7 +268,7 @@ class _Stream:
     def frames(self) -> Iterator[bytes | Disconnect]:
         reply = self._reply
         yield self._delta({"role": "assistant", "content": "", "refusal": None})
-        for piece in reply.text_pieces():
+        for piece in reply.streamed_pieces():
             yield self._delta({"content": piece})
         for index, call in enumerate(reply.tool_calls):
             head = {

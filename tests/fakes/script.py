@@ -9,7 +9,7 @@ on its own wire protocol.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 import json
@@ -64,14 +64,28 @@ class Reply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     fault: StreamFault | None = None
+    # A model that never stops: a streamed answer goes on with its text, numbered ("la 1
+    # la 2 ..."), until the client hangs up; no finish chunk ever comes. (Identical
+    # chunks over and over would trip LiteLLM's own check for a stuck model.)
+    endless: bool = False
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
+        if self.endless and not self.text:
+            raise ValueError("an endless reply needs text to repeat")
 
     def text_pieces(self) -> list[str]:
         """The text as streamed, one piece per chunk."""
         return pieces(self.text, self.chunk_size)
+
+    def streamed_pieces(self) -> Iterator[str]:
+        """The text pieces a stream sends: once, or over and over if `endless`."""
+        yield from self.text_pieces()
+        repeat = 0
+        while self.endless:
+            repeat += 1
+            yield from pieces(f"{self.text}{repeat} ", self.chunk_size)
 
     def usage(self, request: Mapping[str, Any]) -> tuple[int, int]:
         """(prompt_tokens, completion_tokens) to report for this answer to `request`."""

@@ -312,6 +312,9 @@ class FakeModelServer(ScriptedReplies, ABC):
                     return response
                 if index and reply.chunk_delay > 0:
                     await asyncio.sleep(reply.chunk_delay)
+                elif reply.endless:
+                    # Never a busy loop: the server must see the client hang up.
+                    await asyncio.sleep(0)
                 await response.write(frame)
             await response.write_eof()
             return response

@@ -47,7 +47,8 @@ from .conftest import (
 )
 
 RETRIES = 1  # the default budget: one more attempt
-LONG_ANSWER = ("All work and no play. " * 4546)[:100_000]
+LONG_ANSWER = ("All work and no play. " * 4546)[:60_000]
+TOO_LONG_ANSWER = ("All work and no play. " * 4546)[:100_000]
 RECOVERY = "Sorry, I got that wrong."
 
 
@@ -179,11 +180,18 @@ FAULTS = [
     ),
     Fault("empty answer", _queue(lambda s: s.add_empty()), "empty_answer"),
     Fault(
-        "100,000 characters",
+        "60,000 characters",
         _queue(lambda s: s.add_text(LONG_ANSWER, chunk_size=5000)),
         None,
         answer=LONG_ANSWER,
         # The check below reads the whole thread back; no summary in between.
+        options={CONF_HISTORY_BUDGET: 0},
+    ),
+    # Past the answer's size bound (agent/answer.py): cut, and the user is told.
+    Fault(
+        "100,000 characters",
+        _queue(lambda s: s.add_text(TOO_LONG_ANSWER, chunk_size=5000)),
+        "answer_too_long",
         options={CONF_HISTORY_BUDGET: 0},
     ),
     Fault("tools forever", _tools_forever, "tool_rounds", options={CONF_MAX_TOOL_ROUNDS: 3}),

@@ -21,6 +21,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.store.base import BaseStore
 
 from .memory import MAX_MEMORY_CHARS, MemoryScope, recall
+from .text import clean_text
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def parse_facts(reply: str) -> list[str]:
         return []
     facts: list[str] = []
     for item in items:
-        text = " ".join(item.split()) if isinstance(item, str) else ""
+        text = " ".join(clean_text(item).split()) if isinstance(item, str) else ""
         if text and len(text) <= MAX_MEMORY_CHARS and text not in facts:
             facts.append(text)
     return facts[:MAX_FACTS_PER_TURN]

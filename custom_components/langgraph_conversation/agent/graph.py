@@ -10,29 +10,22 @@ rag        history → retrieve → model: the documents are searched first (a f
 from __future__ import annotations
 
 import asyncio
+from contextlib import aclosing
 from dataclasses import replace
 from enum import StrEnum
-import json
 import logging
+import time
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
-    AnyMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
-from langchain_core.messages.ai import add_ai_message_chunks
-from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
+from .answer import ANSWER_TOO_SLOW, YIELD_INTERVAL, AnswerBuilder, AnswerLimitExceeded
 from .confirmation import pause_value
 from .events import (
     MessageStarted,
@@ -48,7 +41,14 @@ from .model import answer_stream, classify_error, is_retryable, redacted_error, 
 from .roles import ModelRole, RoleModel, falls_back
 from .safety import SafetyRating, rate_unattended_request
 from .state import AgentState, TurnContext
-from .tool_calls import confirmed_results, requested_calls, run_tool_calls, tool_message
+from .text import clean_text
+from .tool_calls import (
+    confirmed_results,
+    requested_calls,
+    run_tool_calls,
+    tool_message,
+    with_kept_calls,
+)
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -81,74 +81,50 @@ _REWRITE_CONTEXT_MESSAGES = 6
 _MAX_QUERY_CHARS = 300
 
 
-def chunk_text(chunk: AIMessageChunk) -> str:
-    """The text of a streamed chunk (providers send a string or a list of blocks)."""
-    content = chunk.content
-    if isinstance(content, str):
-        return content
-    return "".join(
-        block.get("text", "")
-        for block in content
-        if isinstance(block, dict) and block.get("type") == "text"
-    )
-
-
-def strictly_parsed_tool_calls(
-    merged: AIMessageChunk,
-) -> tuple[list[ToolCall], list[InvalidToolCall]]:
-    """Split streamed tool calls into those whose arguments are complete JSON, and the rest.
-
-    langchain-core parses streamed arguments leniently (`parse_partial_json`), so a
-    truncated `{"name": "Kitch` would become a call for "Kitch". A call must never run
-    on arguments the model did not finish writing.
-    """
-    raw_args = {chunk.get("id"): chunk.get("args") or "" for chunk in merged.tool_call_chunks}
-    valid: list[ToolCall] = []
-    invalid: list[InvalidToolCall] = list(merged.invalid_tool_calls)
-    for call in merged.tool_calls:
-        raw = raw_args.get(call["id"], "")
-        try:
-            if raw.strip():
-                json.loads(raw)
-        except ValueError:
-            invalid.append(
-                invalid_tool_call(
-                    name=call["name"], args=raw, id=call["id"], error="arguments are not JSON"
-                )
-            )
-        else:
-            valid.append(call)
-    return valid, invalid
-
-
 async def _stream_with_fallback(
     context: TurnContext, prompt: list[Any], write: Any
-) -> tuple[AIMessageChunk | None, RoleModel | None]:
+) -> tuple[AnswerBuilder, RoleModel | None]:
     """Stream the answer: the main model with its retries, then the fallback.
 
     Only failures before the first word are tried again, on the main model if they may
     pass (rate limit, 5xx, dropped connection), else on the fallback if one is set (also
-    after a timeout). Once words were spoken, a retry would repeat them: never.
+    after a timeout). Once words were spoken, a retry would repeat them: never. An answer
+    past its bounds (answer.py: too long, or still streaming at its deadline) ends the
+    turn: another attempt would most likely do the same.
     """
     models = context.answering_models
     for index, (role_model, model) in enumerate(models):
         retries = context.model_retries if index == 0 else 0
         for attempt in range(retries + 1):
-            chunks: list[AIMessageChunk] = []
+            answer = AnswerBuilder()
             streamed = False
+            deadline = asyncio.timeout(context.answer_deadline)
             try:
-                async for chunk in answer_stream(model, prompt):
-                    if text := chunk_text(chunk):
-                        write(TextDelta(text))
-                        if not streamed:
-                            # Chunks already buffered would otherwise all be read before
-                            # the consumer runs once: let the first words reach the ChatLog
-                            # (and TTS) now. Later chunks wait for the network, which lets
-                            # the consumer run anyway; a pause per chunk would only cost.
+                async with deadline, aclosing(answer_stream(model, prompt)) as chunks:
+                    paused = time.perf_counter()
+                    async for chunk in chunks:
+                        if text := answer.add(chunk):
+                            write(TextDelta(text))
+                            if not streamed:
+                                # Chunks already buffered would otherwise all be read
+                                # before the consumer runs once: let the first words
+                                # reach the ChatLog (and TTS) now.
+                                await asyncio.sleep(0)
+                                paused = time.perf_counter()
+                            streamed = True
+                        if time.perf_counter() - paused > YIELD_INTERVAL:
+                            # A long burst of buffered chunks is read without waiting
+                            # for the network: give the loop a turn now and then.
                             await asyncio.sleep(0)
-                        streamed = True
-                    chunks.append(chunk)
+                            paused = time.perf_counter()
+            except AnswerLimitExceeded:
+                raise
             except Exception as err:  # noqa: BLE001  retried, passed on, or raised redacted
+                if deadline.expired():
+                    raise AnswerLimitExceeded(
+                        ANSWER_TOO_SLOW,
+                        f"the answer was still streaming after {context.answer_deadline:g} s",
+                    ) from None
                 # Only a redacted copy leaves the node: LangGraph would store the original
                 # (whose text may echo an API key) in threads.db.
                 if streamed:
@@ -170,16 +146,13 @@ async def _stream_with_fallback(
                 )
                 break
             else:
-                # One merge at the end: adding chunk by chunk re-merges the growing
-                # message every time (quadratic in the answer's length).
-                merged = add_ai_message_chunks(chunks[0], *chunks[1:]) if chunks else None
-                return merged, role_model
+                return answer, role_model
     raise AssertionError("unreachable: the last model's failure is raised")
 
 
 def _model_call_finished(
     answered_by: RoleModel | None,
-    merged: AIMessage | None,
+    merged: AIMessage | AnswerBuilder | None,
     context: TurnContext,
     *,
     answer: bool = True,
@@ -202,29 +175,9 @@ async def _stream_answer(
     context = runtime.context
     write = runtime.context.emit
     write(MessageStarted())
-    merged, answered_by = await _stream_with_fallback(context, prompt, write)
-    write(_model_call_finished(answered_by, merged, context))
-    if merged is None:
-        message = AIMessage(content="")
-    elif not with_tools:
-        # A model that was offered no tools may still invent a call; the kinds without a
-        # tools node must not leave a call without its result in the thread.
-        message = AIMessage(
-            content=merged.content,
-            id=merged.id,
-            usage_metadata=merged.usage_metadata,
-            response_metadata=merged.response_metadata,
-        )
-    else:
-        valid, invalid = strictly_parsed_tool_calls(merged)
-        message = AIMessage(
-            content=merged.content,
-            id=merged.id,
-            tool_calls=valid,
-            invalid_tool_calls=invalid,
-            usage_metadata=merged.usage_metadata,
-            response_metadata=merged.response_metadata,
-        )
+    answer, answered_by = await _stream_with_fallback(context, prompt, write)
+    write(_model_call_finished(answered_by, answer, context))
+    message = with_kept_calls(answer.message(with_tools=with_tools) or AIMessage(content=""))
     if calls := requested_calls(message):
         write(ToolCallsRequested(calls))
     return {"messages": [message]}
@@ -232,7 +185,9 @@ async def _stream_answer(
 
 def _system_prompt(state: AgentState, context: TurnContext, knowledge: str = "") -> SystemMessage:
     layers = replace(context.prompt, summary=state.get("summary", ""), knowledge=knowledge)
-    return SystemMessage(layers.render())
+    # Every layer carries text from outside (entity names, memories, passages): cleaned
+    # once here, as the provider's HTTP client refuses invalid Unicode.
+    return SystemMessage(clean_text(layers.render()))
 
 
 async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:

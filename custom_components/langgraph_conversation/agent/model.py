@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 import contextlib
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 import inspect
@@ -344,6 +345,11 @@ class ChatModel(ChatLiteLLM):
                 raise
             # Raises LiteLLM's mapped exception, as iterating the wrapper would have.
             wrapper._handle_stream_fallback_error(err)
+        finally:
+            # An answer cut short must not leave its HTTP response open.
+            if lean:
+                await _close_stream(getattr(raw, "streaming_response", None))
+            await _close_stream(wrapper)
 
     async def answer_chunks(
         self, messages: list[BaseMessage], **kwargs: Any
@@ -358,14 +364,48 @@ class ChatModel(ChatLiteLLM):
             async for message in self._lean_messages(messages, None, **kwargs):
                 yield message
             return
-        async for generation in self._astream(messages, **kwargs):
-            message = generation.message
-            if generation.generation_info:
-                message.response_metadata = {
-                    **generation.generation_info,
-                    **message.response_metadata,
-                }
-            yield message
+        opened: list[Any] = []
+        _OPEN_STREAMS.set(opened)
+        try:
+            async for generation in self._astream(messages, **kwargs):
+                message = generation.message
+                if generation.generation_info:
+                    message.response_metadata = {
+                        **generation.generation_info,
+                        **message.response_metadata,
+                    }
+                yield message
+        finally:
+            _OPEN_STREAMS.set(None)
+            for stream in opened:
+                await _close_stream(stream)
+
+    async def acompletion_with_retry(
+        self, run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any
+    ) -> Any:
+        """LiteLLM's answer, remembered so `answer_chunks` can close its stream."""
+        stream = await super().acompletion_with_retry(run_manager=run_manager, **kwargs)
+        if (opened := _OPEN_STREAMS.get()) is not None:
+            opened.append(stream)
+        return stream
+
+
+# The streams LiteLLM opened for the answer being read in this task. langchain-litellm's
+# `_astream` never closes LiteLLM's stream wrapper, so an answer cut short (too long, past
+# its deadline) would keep its HTTP response open, and the server generating, until the
+# wrapper was garbage collected.
+_OPEN_STREAMS: ContextVar[list[Any] | None] = ContextVar("langgraph_open_streams", default=None)
+
+
+async def _close_stream(stream: Any) -> None:
+    """Close a LiteLLM stream wrapper's HTTP response (a finished one: nothing to do)."""
+    close = getattr(stream, "aclose", None)
+    if close is None:
+        return
+    try:
+        await close()
+    except Exception as err:  # noqa: BLE001  closing is best effort, never fatal
+        _LOGGER.debug("Closing a model's stream failed: %s", err)
 
 
 def answer_stream(model: Runnable, messages: list[BaseMessage]) -> AsyncIterator[AIMessageChunk]:

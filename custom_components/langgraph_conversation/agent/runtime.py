@@ -25,6 +25,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command, Interrupt
 
 from ..storage.threads import ThreadDirectory
+from .answer import AnswerLimitExceeded, answer_deadline
 from .confirmation import INTERRUPT_KIND, Decision, EffectGuard, Requester, decide
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta, TextFlagged
 from .extraction import learn_from_exchange
@@ -348,14 +349,17 @@ class AgentRuntime:
         for event in (*turn.flagged, *flagged, *request_flags):
             yield event
         roles = self.models.roles(self.access, turn.roles, turn.settings)
-        context = TurnContext.create(
-            prompt,
-            roles.main.model,
-            tools,
-            turn.history_budget,
-            turn.model_retries,
-            knowledge,
-            roles=roles,
+        context = replace(
+            TurnContext.create(
+                prompt,
+                roles.main.model,
+                tools,
+                turn.history_budget,
+                turn.model_retries,
+                knowledge,
+                roles=roles,
+            ),
+            answer_deadline=answer_deadline(turn.settings.request_timeout),
         )
         context = replace(
             context,
@@ -509,6 +513,8 @@ class AgentRuntime:
                 raise TurnError("unloading", "stopped while unloading") from None
             if isinstance(err, sqlite3.Error):
                 raise _StorageFailure(err) from err
+            if isinstance(err, AnswerLimitExceeded):
+                raise TurnError(err.kind, err.detail) from None
             if isinstance(err, GraphRecursionError):
                 raise TurnError(
                     "tool_rounds", f"more than {turn.max_tool_rounds} tool rounds"

@@ -101,6 +101,8 @@ class TurnContext:
     now: float = 0.0
     # Rate unattended requests that lead to critical effects first (safety.py).
     safety_check: bool = False
+    # Seconds one model answer may stream in all (answer.py); None: no bound.
+    answer_deadline: float | None = None
 
     @property
     def housekeeping_model(self) -> BaseChatModel | None:

@@ -3,12 +3,22 @@
 Every call ends in a ToolMessage, also when the tool does not exist, the arguments are
 not JSON or the tool fails: the model reads the error and can correct itself, and the
 thread never holds a tool call without its answer (providers reject such a history).
+
+Bounds, so that no message can keep the home busy: at most MAX_TOOL_CALLS_PER_MESSAGE
+calls of a message run; the calls after them are answered with an error each (the model
+can ask again in its next message), and a message keeps at most MAX_TOOL_CALLS_KEPT calls
+(the rest are dropped from it, and the last kept call's error says how many). A call with
+an argument longer than MAX_ARGUMENT_CHARS, or arguments longer than MAX_ARGUMENTS_CHARS
+in all, is answered with an error and not run. Results are cleaned of invalid Unicode
+before the model (and Home Assistant's trace) read them.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from dataclasses import replace
+import json
 import logging
 from typing import Any
 
@@ -19,8 +29,21 @@ from .confirmation import Released, current_tool_call
 from .events import ToolCall, ToolCallFinished
 from .injection import scan_data_async
 from .quoting import flag_note, quoted_json
+from .text import clean_value
 
 _LOGGER = logging.getLogger(__name__)
+
+# Calls of one message that run; a model turning on twenty lights one by one is told to
+# ask for the rest in its next message (the agent's tool rounds allow for that).
+MAX_TOOL_CALLS_PER_MESSAGE = 16
+# Calls a message keeps (each answered); beyond this a message is a runaway, not a plan.
+MAX_TOOL_CALLS_KEPT = 64
+# Characters of one argument (its JSON) and of one call's arguments: names, numbers and
+# sentences fit easily; a tool never needs a document.
+MAX_ARGUMENT_CHARS = 4096
+MAX_ARGUMENTS_CHARS = 16384
+# Key of an assistant message's response_metadata: calls dropped beyond MAX_TOOL_CALLS_KEPT.
+DROPPED_CALLS = "dropped_tool_calls"
 
 
 class ToolFailure(Exception):
@@ -44,6 +67,63 @@ def _error(kind: str, text: str) -> dict[str, Any]:
     return {"error": kind, "error_text": text}
 
 
+def with_kept_calls(message: AIMessage) -> AIMessage:
+    """The message with at most MAX_TOOL_CALLS_KEPT calls (valid ones first, in order);
+    how many were dropped is noted in its response_metadata under DROPPED_CALLS."""
+    valid, invalid = message.tool_calls, message.invalid_tool_calls
+    total = len(valid) + len(invalid)
+    if total <= MAX_TOOL_CALLS_KEPT:
+        return message
+    kept_valid = valid[:MAX_TOOL_CALLS_KEPT]
+    kept_invalid = invalid[: MAX_TOOL_CALLS_KEPT - len(kept_valid)]
+    _LOGGER.warning(
+        "The model asked for %d tool calls in one message; %d were dropped",
+        total,
+        total - MAX_TOOL_CALLS_KEPT,
+    )
+    return message.model_copy(
+        update={
+            "tool_calls": kept_valid,
+            "invalid_tool_calls": kept_invalid,
+            "response_metadata": {
+                **message.response_metadata,
+                DROPPED_CALLS: total - MAX_TOOL_CALLS_KEPT,
+            },
+        }
+    )
+
+
+def _too_many(call_number: int, total: int, dropped: int) -> dict[str, Any]:
+    text = (
+        f"Not run: a message may ask for at most {MAX_TOOL_CALLS_PER_MESSAGE} tool calls, "
+        f"and this was call {call_number} of {total + dropped:,}."
+    )
+    if dropped and call_number == total:
+        text += f" The {dropped:,} calls after this one were dropped from your message."
+    return _error("too_many_calls", text + " Ask for what is still needed in your next message.")
+
+
+def _oversized(call: ToolCall) -> dict[str, Any] | None:
+    """The error for a call whose arguments are too long, None if they fit."""
+    total = 0
+    for name, value in call.args.items():
+        size = len(json.dumps(value, ensure_ascii=False, default=str))
+        total += size + len(name)
+        if size > MAX_ARGUMENT_CHARS:
+            return _error(
+                "argument_too_long",
+                f"Not run: the argument '{name[:40]}' has {size:,} characters; at most "
+                f"{MAX_ARGUMENT_CHARS:,} are allowed.",
+            )
+    if total > MAX_ARGUMENTS_CHARS:
+        return _error(
+            "arguments_too_long",
+            f"Not run: the arguments have {total:,} characters; at most "
+            f"{MAX_ARGUMENTS_CHARS:,} are allowed.",
+        )
+    return None
+
+
 async def _run_one(
     call: ToolCall, invalid_args: str | None, tools: Mapping[str, BaseTool]
 ) -> ToolCallFinished:
@@ -57,6 +137,8 @@ async def _run_one(
             ),
             is_error=True,
         )
+    if invalid_args is None and (oversized := _oversized(call)) is not None:
+        return ToolCallFinished(call, oversized, is_error=True)
     if invalid_args is not None:
         return ToolCallFinished(
             call,
@@ -109,14 +191,25 @@ async def run_tool_calls(
     """
     invalid = {c.get("id") or "": c.get("args") or "" for c in message.invalid_tool_calls}
     calls = requested_calls(message)
+    dropped = int(message.response_metadata.get(DROPPED_CALLS, 0))
 
-    async def run(call: ToolCall) -> ToolCallFinished:
-        # Each call runs in a task of its own (gather), so this marks the effects of
-        # this call only, and of whatever it starts (a script's steps).
-        current_tool_call.set(call.id)
-        return await _run_one(call, invalid.get(call.id) if call.id in invalid else None, tools)
+    async def run(number: int, call: ToolCall) -> ToolCallFinished:
+        if number > MAX_TOOL_CALLS_PER_MESSAGE:
+            finished = ToolCallFinished(call, _too_many(number, len(calls), dropped), True)
+        else:
+            # Each call runs in a task of its own (gather), so this marks the effects of
+            # this call only, and of whatever it starts (a script's steps).
+            current_tool_call.set(call.id)
+            finished = await _run_one(
+                call, invalid.get(call.id) if call.id in invalid else None, tools
+            )
+        # Entity names, states and attributes come from anywhere in the home; an error
+        # may quote the arguments.
+        return replace(finished, result=clean_value(finished.result))
 
-    results = await asyncio.gather(*(run(call) for call in calls))
+    results = await asyncio.gather(
+        *(run(number, call) for number, call in enumerate(calls, start=1))
+    )
     held_ids = held() if held is not None else frozenset()
     finished: list[ToolCallFinished] = []
     for done in results:

@@ -8,11 +8,13 @@ counted or read.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 import re
+import time
 from typing import Any
 
 from homeassistant.components.homeassistant.exposed_entities import async_should_expose
@@ -31,6 +33,12 @@ MAX_LIMIT = 50
 TYPO_SIMILARITY = 0.75
 # Long attribute lists (effects, sources) are cut to this many items.
 MAX_LIST_ITEMS = 20
+# Longest search query, in characters: a name, a room, a few words. Fuzzy matching costs
+# grow with the query's length times each name's, for every entity of the home.
+MAX_QUERY_CHARS = 100
+# Seconds of matching after which the search lets the event loop run other things (a
+# large home is searched in slices, so no search stalls Home Assistant).
+YIELD_INTERVAL = 0.005
 
 # Search tiers, best first; typo matches score below all of them by similarity.
 _EXACT_NAME = 100.0
@@ -128,14 +136,27 @@ def _singular(word: str) -> str:
 
 
 def _similarity(query: str, name: str) -> float:
-    """How alike the query is to the name or to a run of as many of its words.
+    """How alike the query is to the name or to a run of as many of its words, if at
+    least TYPO_SIMILARITY; 0.0 otherwise.
 
     "temprature" is far from "kitchen temperature" as a whole but close to its last word.
+    The cheap upper bounds of difflib (lengths, then shared characters) rule out most
+    names before the quadratic `ratio()`, as `difflib.get_close_matches` does.
     """
     words = name.split()
     size = len(query.split())
     runs = (" ".join(words[i : i + size]) for i in range(max(len(words) - size + 1, 1)))
-    return max(SequenceMatcher(None, query, text).ratio() for text in (name, *runs))
+    best = 0.0
+    matcher = SequenceMatcher(None)
+    matcher.set_seq2(query)
+    for text in (name, *runs):
+        matcher.set_seq1(text)
+        if (
+            matcher.real_quick_ratio() >= TYPO_SIMILARITY
+            and matcher.quick_ratio() >= TYPO_SIMILARITY
+        ):
+            best = max(best, matcher.ratio())
+    return best
 
 
 def score(query: str, info: EntityInfo) -> float | None:
@@ -167,7 +188,8 @@ def score(query: str, info: EntityInfo) -> float | None:
 
 
 def _in_area(info: EntityInfo, area: str | None) -> bool:
-    return area is None or normalize(area) in info.area_words
+    """Whether the entity is in `area` (normalised), or no area is asked for."""
+    return area is None or area in info.area_words
 
 
 def _brightness(state: State) -> dict[str, int]:
@@ -197,13 +219,28 @@ def _found(info: EntityInfo) -> dict[str, Any]:
 
 
 async def _find_entities(tool_context: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
-    query = normalize(arguments.get("query") or "")
+    raw_query = arguments.get("query") or ""
+    if len(raw_query) > MAX_QUERY_CHARS:
+        raise ToolFailure(
+            {
+                "error": "query_too_long",
+                "error_text": f"The query has {len(raw_query):,} characters; search with a "
+                f"few words (at most {MAX_QUERY_CHARS}).",
+            }
+        )
+    query = normalize(raw_query)
     domain = (arguments.get("domain") or "").strip().lower() or None
-    area = (arguments.get("area") or "").strip() or None
+    area = normalize(arguments.get("area") or "") or None
     limit = min(max(int(arguments.get("limit") or DEFAULT_LIMIT), 1), MAX_LIMIT)
 
     ranked: list[tuple[float, str, EntityInfo]] = []
+    paused = time.perf_counter()
     for info in exposed_entities(tool_context.hass, tool_context.assistant):
+        if time.perf_counter() - paused > YIELD_INTERVAL:
+            # The states are read from Home Assistant on the loop (never from a thread),
+            # so a large home is searched in slices instead.
+            await asyncio.sleep(0)
+            paused = time.perf_counter()
         if (domain and info.domain != domain) or not _in_area(info, area):
             continue
         points = score(query, info) if query else 0.0
@@ -297,7 +334,8 @@ SPECS: list[ToolSpec] = [
             "properties": {
                 "query": {
                     "type": "string",
-                    "description": "Words to search for, e.g. 'kitchen lamp', 'temperature'",
+                    "description": "A few words to search for, e.g. 'kitchen lamp', "
+                    f"'temperature' (at most {MAX_QUERY_CHARS} characters)",
                 },
                 "domain": {
                     "type": "string",
