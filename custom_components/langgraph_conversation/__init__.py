@@ -26,6 +26,7 @@ from .const import (
 from .conversation import agent_roles
 from .persistence import async_acquire_storage, async_release_storage, report_threads_failure
 from .services import async_register_services
+from .storage.links import SqliteLinkStore
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -53,7 +54,12 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     await hass.async_add_executor_job(_warm_up_all, _all_accesses(entry, access))
     storage = await async_acquire_storage(hass, entry)
     if storage.threads is not None:
-        entry.runtime_data = AgentRuntime(access, storage.threads, store=storage.memory)
+        entry.runtime_data = AgentRuntime(
+            access,
+            storage.threads,
+            store=storage.memory,
+            links=SqliteLinkStore(storage.threads.database),
+        )
     else:
         entry.runtime_data = AgentRuntime(
             access, memory_checkpointer(), store=storage.memory, max_threads=MAX_THREADS_IN_MEMORY

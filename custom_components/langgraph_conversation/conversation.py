@@ -41,7 +41,6 @@ from .const import (
     CONF_API_KEY,
     CONF_BASE_PROMPT,
     CONF_COMPACT_CONTEXT,
-    CONF_CONTINUE_MINUTES,
     CONF_FALLBACK_MODEL,
     CONF_FAST_MODEL,
     CONF_HISTORY_BUDGET,
@@ -55,7 +54,6 @@ from .const import (
     CONF_SEARCH_KNOWLEDGE,
     CONF_TOOL_CATEGORIES,
     DEFAULT_AGENT_KIND,
-    DEFAULT_CONTINUE_MINUTES,
     DEFAULT_HISTORY_BUDGET,
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_MODEL_RETRIES,
@@ -67,6 +65,7 @@ from .const import (
     SUBENTRY_CONVERSATION,
 )
 from .entity import SubentryEntity, add_subentry_entities
+from .parties import thread_request
 from .tools import TOOLS
 from .tools.context import compact_system_prompt
 from .tools.ha_llm_api import tools_from_llm_api
@@ -148,15 +147,6 @@ def agent_roles(main: ModelAccess, options: Mapping[str, Any]) -> RoleAccesses:
         )
 
     return RoleAccesses(fast=chosen(CONF_FAST_MODEL), fallback=chosen(CONF_FALLBACK_MODEL))
-
-
-def _origin(user_input: conversation.ConversationInput) -> str | None:
-    """Who or what is talking: the satellite device, else the signed-in user."""
-    if user_input.device_id:
-        return f"device:{user_input.device_id}"
-    if user_input.context.user_id:
-        return f"user:{user_input.context.user_id}"
-    return None
 
 
 def agent_kind(options: Mapping[str, Any]) -> AgentKind:
@@ -302,14 +292,13 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             raise HomeAssistantError(
                 translation_domain=DOMAIN, translation_key="turn_empty_request"
             )
+        # The thread of this conversation and this party (agent/threads.py).
+        thread = await runtime.choose_thread(
+            thread_request(self.subentry.subentry_id, user_input, chat_log, options),
+            dt_util.utcnow().timestamp(),
+        )
         turn = Turn(
-            thread_id=runtime.threads.resolve(
-                self.subentry.subentry_id,
-                chat_log.conversation_id,
-                origin=_origin(user_input),
-                now=dt_util.utcnow().timestamp(),
-                window=60 * options.get(CONF_CONTINUE_MINUTES, DEFAULT_CONTINUE_MINUTES),
-            ),
+            thread_id=thread.thread_id,
             text=request,
             system_prompt=self._system_prompt(chat_log),
             settings=self._settings(),
@@ -327,7 +316,8 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                 ),
             ],
             max_tool_rounds=options.get(CONF_MAX_TOOL_ROUNDS, DEFAULT_MAX_TOOL_ROUNDS),
-            earlier=earlier_content(chat_log, self.entity_id),
+            # What others said in a conversation id another party used too is theirs.
+            earlier=() if thread.shared else earlier_content(chat_log, self.entity_id),
             memory=(
                 MemoryScope.for_user(user_input.context.user_id)
                 if options.get(CONF_MEMORY, True)

@@ -4,6 +4,9 @@ Memories: a signed-in user manages their own and the household's; another person
 memories, and clearing the household's, need an administrator. Automations and scripts
 run without a user and may do everything, like Home Assistant's own admin actions.
 Conversations hold what people said, so exporting or clearing one needs an administrator.
+A conversation id is resolved exactly as a turn resolves it (agent/threads.py): the
+thread of that conversation for the caller (their user, no device), or for the device
+and/or user the call names, following the same links.
 Reading an agent's documents again (reindex_knowledge) needs an administrator too.
 """
 
@@ -28,8 +31,8 @@ from .agent.graph import AgentKind
 from .agent.memory import HOUSEHOLD, MEMORY_ROOT
 from .const import CONF_SEARCH_KNOWLEDGE, DOMAIN, SUBENTRY_CONVERSATION
 from .conversation import agent_kind, knowledge_source
+from .parties import party_of_action
 from .persistence import DATA_STORAGE
-from .storage.threads import thread_id_for
 
 ATTR_USER_ID = "user_id"
 ATTR_HOUSEHOLD = "household"
@@ -37,12 +40,19 @@ ATTR_TEXT = "text"
 ATTR_MEMORY_ID = "memory_id"
 ATTR_AGENT = "agent"
 ATTR_CONVERSATION_ID = "conversation_id"
+ATTR_DEVICE_ID = "device_id"
 
 _WHOSE = {
     vol.Optional(ATTR_USER_ID): cv.string,
     vol.Optional(ATTR_HOUSEHOLD, default=False): cv.boolean,
 }
-_THREAD = {vol.Required(ATTR_AGENT): cv.entity_id, vol.Required(ATTR_CONVERSATION_ID): cv.string}
+_THREAD = {
+    vol.Required(ATTR_AGENT): cv.entity_id,
+    vol.Required(ATTR_CONVERSATION_ID): cv.string,
+    # Whose conversation: a voice satellite's, another user's (default: the caller's).
+    vol.Optional(ATTR_DEVICE_ID): cv.string,
+    vol.Optional(ATTR_USER_ID): cv.string,
+}
 
 
 async def _require_admin(hass: HomeAssistant, call: ServiceCall) -> None:
@@ -127,8 +137,8 @@ async def _clear_memories(hass: HomeAssistant, call: ServiceCall) -> ServiceResp
     return {"deleted": len(items)}
 
 
-def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[Any, str]:
-    """The runtime and thread id of an agent's conversation."""
+async def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[Any, str]:
+    """The runtime and thread id of an agent's conversation, found as a turn finds it."""
     entry_id = None
     subentry_id = None
     if entity := er.async_get(hass).async_get(call.data[ATTR_AGENT]):
@@ -140,12 +150,16 @@ def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[Any, str]:
             translation_key="not_an_agent",
             translation_placeholders={"agent": call.data[ATTR_AGENT]},
         )
-    return entry.runtime_data, thread_id_for(subentry_id, call.data[ATTR_CONVERSATION_ID])
+    runtime = entry.runtime_data
+    thread_id = await runtime.find_thread(
+        subentry_id, call.data[ATTR_CONVERSATION_ID], party_of_action(call.context, call.data)
+    )
+    return runtime, thread_id
 
 
 async def _export_thread(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
     await _require_admin(hass, call)
-    runtime, thread_id = _thread(hass, call)
+    runtime, thread_id = await _thread(hass, call)
     return {
         "messages": [
             {
@@ -168,8 +182,8 @@ async def _export_thread(hass: HomeAssistant, call: ServiceCall) -> ServiceRespo
 
 async def _clear_thread(hass: HomeAssistant, call: ServiceCall) -> None:
     await _require_admin(hass, call)
-    runtime, thread_id = _thread(hass, call)
-    await runtime.checkpointer.adelete_thread(thread_id)
+    runtime, thread_id = await _thread(hass, call)
+    await runtime.delete_thread(thread_id)
 
 
 def _uses_knowledge(options: Any) -> bool:

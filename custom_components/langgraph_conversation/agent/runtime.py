@@ -23,7 +23,6 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Command, Interrupt
 
-from ..storage.threads import ThreadDirectory
 from .confirmation import INTERRUPT_KIND
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
 from .extraction import learn_from_exchange
@@ -47,6 +46,16 @@ from .model import (
 from .prompts import PromptLayers, base_prompt
 from .roles import ModelCache, RoleAccesses
 from .state import TurnContext
+from .threads import (
+    LinkStore,
+    MemoryLinkStore,
+    Party,
+    ThreadChoice,
+    ThreadRequest,
+    choose_thread,
+    find_thread,
+    forget_thread,
+)
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -138,11 +147,13 @@ class AgentRuntime:
         *,
         store: BaseStore | None = None,
         max_threads: int | None = None,
+        links: LinkStore | None = None,
     ) -> None:
         """`max_threads` bounds how many threads are kept (least recently used go first).
 
         The in-memory checkpointer would otherwise keep every voice conversation of a
-        Home Assistant run forever.
+        Home Assistant run forever. `links` says which thread each conversation of each
+        party continues (threads.db's table, or memory); see threads.py.
         """
         self.access = access
         self.checkpointer = checkpointer
@@ -157,7 +168,7 @@ class AgentRuntime:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._max_threads = max_threads
         self._recent_threads: OrderedDict[str, None] = OrderedDict()
-        self.threads = ThreadDirectory()
+        self.links: LinkStore = links if links is not None else MemoryLinkStore()
         # Set when the conversations file failed and conversations went to memory.
         self.storage_failed = False
         # Told once when that happens (the integration raises a repair issue).
@@ -224,6 +235,32 @@ class AgentRuntime:
         while len(self._recent_threads) > self._max_threads:
             oldest, _ = self._recent_threads.popitem(last=False)
             await self.checkpointer.adelete_thread(oldest)
+            await self.links.write(lambda table, gone=oldest: forget_thread(table, gone))
+
+    async def choose_thread(self, request: ThreadRequest, now: float) -> ThreadChoice:
+        """The thread a turn continues (threads.py), recorded for the next turns.
+
+        The links live in the conversations file; if it fails, conversations go on in
+        memory (links too, which never fail), as when a turn meets the failure.
+        """
+        try:
+            return await self.links.write(lambda table: choose_thread(table, request, now))
+        except sqlite3.Error as err:
+            self._continue_in_memory(err)
+            return await self.links.write(lambda table: choose_thread(table, request, now))
+
+    async def find_thread(self, agent_id: str, conversation_id: str, party: Party) -> str:
+        """The thread a party's conversation continues, as its next turn would find it."""
+        return await self.links.read(
+            lambda table: find_thread(table, agent_id, conversation_id, party)
+        )
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete a thread and every conversation link to it."""
+        async with self._lock(thread_id):
+            await self.checkpointer.adelete_thread(thread_id)
+            await self.links.write(lambda table: forget_thread(table, thread_id))
+            self._recent_threads.pop(thread_id, None)
 
     async def messages(self, thread_id: str) -> list[Any]:
         """The messages a thread holds now (the model's view of the conversation)."""
@@ -245,10 +282,12 @@ class AgentRuntime:
         error: str | None = "cancelled"
         answer: list[str] = []
         paused = False
+        # The thread's state at the end of the turn (set by _run_graph).
+        outcome: dict[str, Any] = {}
         try:
             # Closed explicitly when our consumer stops early, so the thread's lock and
             # the graph's stream are released at once, not whenever it is collected.
-            async with aclosing(self._run_turn(turn)) as events:
+            async with aclosing(self._run_turn(turn, outcome)) as events:
                 async for event in events:
                     await recorder.see(event)
                     if isinstance(event, TextDelta):
@@ -276,12 +315,17 @@ class AgentRuntime:
         if not turn.learn_memories or turn.memory is None or self.store is None:
             return
         model = self.models.roles(self.access, turn.roles, turn.settings).fast.model
-        task = asyncio.create_task(
+        self._in_background(
             self._learn(self.store, turn.memory, model, turn.text, answer),
-            name="langgraph_conversation memory extraction",
+            "langgraph_conversation memory extraction",
         )
+
+    def _in_background(self, work: Any, name: str) -> asyncio.Task[None]:
+        """Work that outlives a turn: awaited (or cancelled) when the runtime closes."""
+        task = asyncio.create_task(work, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     async def _learn(
         self, store: BaseStore, scope: MemoryScope, model: Any, request: str, answer: str
@@ -303,7 +347,7 @@ class AgentRuntime:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
-    async def _run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
+    async def _run_turn(self, turn: Turn, outcome: dict[str, Any]) -> AsyncIterator[AgentEvent]:
         """Run one turn, yielding events as they happen.
 
         Turns on one thread run one at a time. If the thread waits for a confirmation,
@@ -334,7 +378,7 @@ class AgentRuntime:
             await self._touch_thread(turn.thread_id)
             started = False
             try:
-                async for event in self._turn_events(turn, config, context):
+                async for event in self._turn_events(turn, config, context, outcome):
                     started = True
                     yield event
                 return
@@ -342,7 +386,7 @@ class AgentRuntime:
                 if started or self.storage_failed:
                     raise TurnError("storage", str(failure.error)) from None
                 self._continue_in_memory(failure.error)
-            async for event in self._turn_events(turn, config, context):
+            async for event in self._turn_events(turn, config, context, outcome):
                 yield event
 
     @asynccontextmanager
@@ -384,13 +428,14 @@ class AgentRuntime:
         _LOGGER.error("The conversations file failed, continuing in memory: %s", error)
         self.storage_failed = True
         self.checkpointer = memory_checkpointer()
+        self.links = MemoryLinkStore()
         self._graphs = build_graphs(self.checkpointer)
         self._max_threads = self._max_threads or _MEMORY_THREADS
         if self.on_storage_error is not None:
             self.on_storage_error(error)
 
     async def _turn_events(
-        self, turn: Turn, config: dict[str, Any], context: TurnContext
+        self, turn: Turn, config: dict[str, Any], context: TurnContext, outcome: dict[str, Any]
     ) -> AsyncIterator[AgentEvent]:
         """The turn on the current graph; storage errors come out as _StorageFailure."""
         # Where what this turn adds begins, to undo it after a failure: the id of its first
@@ -415,7 +460,7 @@ class AgentRuntime:
                 graph_input = {"messages": request}
                 undo_from = request[0].id
             answered = False
-            async for payload in _run_graph(graph, graph_input, config, context):
+            async for payload in _run_graph(graph, graph_input, config, context, outcome):
                 if isinstance(payload, MessageStarted):
                     answered = False
                 elif isinstance(payload, TextDelta) and payload.text.strip():
@@ -523,7 +568,11 @@ _DONE = object()
 
 
 async def _run_graph(
-    graph: CompiledStateGraph, graph_input: Any, config: dict[str, Any], context: TurnContext
+    graph: CompiledStateGraph,
+    graph_input: Any,
+    config: dict[str, Any],
+    context: TurnContext,
+    outcome: dict[str, Any] | None = None,
 ) -> AsyncIterator[AgentEvent]:
     """Run the graph, yielding the events its nodes emit, as they emit them.
 
@@ -531,7 +580,7 @@ async def _run_graph(
     would carry them too, but hands each one over with call_soon_threadsafe (a wake-up of
     the loop through its self-pipe) and through its own stream machinery: the cost of a
     whole step per answer. A pause for a confirmation ends the run with the interrupt in
-    its result.
+    its result. The thread's values at the end go into `outcome["values"]`.
     """
     events: asyncio.Queue[Any] = asyncio.Queue()
     run = asyncio.ensure_future(
@@ -549,6 +598,8 @@ async def _run_graph(
         while (event := await events.get()) is not _DONE:
             yield event
         result = run.result()
+        if outcome is not None:
+            outcome["values"] = result
     finally:
         if not run.done():
             run.cancel()
