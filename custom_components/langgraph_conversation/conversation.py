@@ -197,6 +197,21 @@ def clean_request(text: str) -> tuple[str, str | None]:
     return text[:MAX_REQUEST_CHARS], f"{notice.rstrip('.')}."
 
 
+def with_notice(
+    result: conversation.ConversationResult, notice: str | None
+) -> conversation.ConversationResult:
+    """The final answer opens with our notice, whatever the model did in between.
+
+    The notice is streamed with the turn's first message; when the model called a tool
+    first, the final answer is a later message, and Home Assistant's result (intent-end,
+    the API response, non-streaming speech) holds only that one.
+    """
+    speech = result.response.speech.get("plain", {}).get("speech", "")
+    if notice and not speech.startswith(notice):
+        result.response.async_set_speech(f"{notice} {speech}".strip())
+    return result
+
+
 async def chat_log_deltas(
     events: AsyncIterator[AgentEvent], notice: str | None = None
 ) -> AsyncIterator[dict[str, Any]]:
@@ -357,4 +372,6 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             raise HomeAssistantError(
                 translation_domain=DOMAIN, translation_key=f"turn_{err.kind}"
             ) from None
-        return conversation.async_get_result_from_chat_log(user_input, chat_log)
+        return with_notice(
+            conversation.async_get_result_from_chat_log(user_input, chat_log), notice
+        )
