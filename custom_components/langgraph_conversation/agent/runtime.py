@@ -27,6 +27,7 @@ from .confirmation import INTERRUPT_KIND
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
 from .extraction import learn_from_exchange
 from .graph import MODEL_NODE, AgentKind, build_graphs, recursion_limit
+from .history import compact_history, split_for_summary
 from .hooks import TurnHooks, TurnRecorder
 from .knowledge import (
     IndexReport,
@@ -169,6 +170,8 @@ class AgentRuntime:
         self._max_threads = max_threads
         self._recent_threads: OrderedDict[str, None] = OrderedDict()
         self.links: LinkStore = links if links is not None else MemoryLinkStore()
+        # Threads whose old turns are being summarised now (one summary at a time each).
+        self._summarising: set[str] = set()
         # Set when the conversations file failed and conversations went to memory.
         self.storage_failed = False
         # Told once when that happens (the integration raises a repair issue).
@@ -298,6 +301,7 @@ class AgentRuntime:
             error = None
             if not paused:
                 self._learn_later(turn, "".join(answer))
+                self._summarise_later(turn, outcome.get("values"))
         except TurnError as err:
             error = err.kind
             await recorder.fail(err.kind, err.detail)
@@ -326,6 +330,55 @@ class AgentRuntime:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
+
+    def _summarise_later(self, turn: Turn, values: dict[str, Any] | None) -> None:
+        """After the answer: summarise old turns if the thread outgrew its budget.
+
+        Never before a turn's first word: the summary is made between turns, and the
+        next turn uses it once it is there (until then, the whole thread).
+        """
+        budget = turn.history_budget
+        if not budget or not values or turn.thread_id in self._summarising:
+            return
+        if not split_for_summary(list(values.get("messages") or []), budget):
+            return
+        model = self.models.roles(self.access, turn.roles, turn.settings).fast.model
+        self._summarising.add(turn.thread_id)
+        task = self._in_background(
+            self._summarise(turn.thread_id, model, budget, values),
+            "langgraph_conversation history summary",
+        )
+        task.add_done_callback(lambda _: self._summarising.discard(turn.thread_id))
+
+    async def _summarise(
+        self, thread_id: str, model: Any, budget: int, values: dict[str, Any]
+    ) -> None:
+        """Summarise the thread as it was after a turn; apply it only if still valid.
+
+        The summary and the removal of what it covers are one checkpoint: the thread has
+        both or neither, whether the model fails or Home Assistant stops meanwhile. The
+        model call runs without the thread's lock, so turns go on in the meantime; the
+        result is dropped if the thread changed under it (cleared, summarised, paused).
+        """
+        try:
+            update = await compact_history(model, values, budget)
+            if not update:
+                return
+            removed = {message.id for message in update["messages"]}
+            async with self._lock(thread_id):
+                if _confirmation_actions(await self._pending_interrupts(thread_id)):
+                    return
+                config = {"configurable": {"thread_id": thread_id}}
+                state = await self._graph.aget_state(config)
+                current = state.values
+                present = {message.id for message in current.get("messages", [])}
+                if current.get("summary", "") != values.get("summary", "") or not (
+                    removed <= present
+                ):
+                    return
+                await self._graph.aupdate_state(config, update, as_node=MODEL_NODE)
+        except Exception:  # an unsummarised thread is still whole and usable
+            _LOGGER.warning("Could not summarise a long conversation", exc_info=True)
 
     async def _learn(
         self, store: BaseStore, scope: MemoryScope, model: Any, request: str, answer: str
