@@ -59,7 +59,11 @@ async def lost_in_our_thread(bench: Bench, conversation_id: str, texts: list[str
     subentry_id = next(
         sid for sid, sub in bench.ours.entry.subentries.items() if sub.title == bench.ours.label
     )
-    messages = await runtime.messages(f"{subentry_id}:{conversation_id}")
+    from custom_components.langgraph_conversation.agent.threads import Party
+
+    # The bench talks without a user or device (Context()), as the thread's party.
+    thread_id = await runtime.find_thread(subentry_id, conversation_id, Party())
+    messages = await runtime.messages(thread_id)
     humans = [m.content for m in messages if m.type == "human"]
     answers = [m.content for m in messages if m.type == "ai" and m.content]
     missing = sum(1 for text in texts if text not in humans)
