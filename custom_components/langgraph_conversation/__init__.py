@@ -27,6 +27,7 @@ from .conversation import agent_roles
 from .persistence import async_acquire_storage, async_release_storage, report_threads_failure
 from .services import async_register_services
 from .storage.links import SqliteLinkStore
+from .storage.ratings import SqliteRatingStore
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
             storage.threads,
             store=storage.memory,
             links=SqliteLinkStore(storage.threads.database),
+            ratings=SqliteRatingStore(storage.threads.database),
         )
     else:
         entry.runtime_data = AgentRuntime(

@@ -8,6 +8,8 @@ A conversation id is resolved exactly as a turn resolves it (agent/threads.py): 
 thread of that conversation for the caller (their user, no device), or for the device
 and/or user the call names, following the same links.
 Reading an agent's documents again (reindex_knowledge) needs an administrator too.
+Rating an answer (rate_answer) is for the person who got it: anyone rates the answers of
+their own conversations; naming another device or user needs an administrator.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from homeassistant.core import (
 )
 from homeassistant.exceptions import HomeAssistantError, ServiceValidationError, Unauthorized
 from homeassistant.helpers import config_validation as cv, entity_registry as er
+from homeassistant.util import dt as dt_util
 
+from .agent.feedback import RATINGS
 from .agent.graph import AgentKind
 from .agent.memory import HOUSEHOLD, MEMORY_ROOT
-from .const import CONF_SEARCH_KNOWLEDGE, DOMAIN, SUBENTRY_CONVERSATION
+from .const import CONF_SEARCH_KNOWLEDGE, DOMAIN, EVENT_ACTIVITY, SUBENTRY_CONVERSATION
 from .conversation import agent_kind, knowledge_source
 from .parties import party_of_action
 from .persistence import DATA_STORAGE
@@ -41,6 +45,9 @@ ATTR_MEMORY_ID = "memory_id"
 ATTR_AGENT = "agent"
 ATTR_CONVERSATION_ID = "conversation_id"
 ATTR_DEVICE_ID = "device_id"
+ATTR_RATING = "rating"
+ATTR_TURN = "turn"
+ATTR_COMMENT = "comment"
 
 _WHOSE = {
     vol.Optional(ATTR_USER_ID): cv.string,
@@ -160,6 +167,7 @@ async def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[Any, str]:
 async def _export_thread(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
     await _require_admin(hass, call)
     runtime, thread_id = await _thread(hass, call)
+    ratings = await runtime.ratings.of_thread(thread_id)
     return {
         "messages": [
             {
@@ -174,6 +182,7 @@ async def _export_thread(hass: HomeAssistant, call: ServiceCall) -> ServiceRespo
                     if getattr(message, "tool_calls", None)
                     else {}
                 ),
+                **({"rating": ratings[message.id]} if message.id in ratings else {}),
             }
             for message in await runtime.messages(thread_id)
         ]
@@ -184,6 +193,43 @@ async def _clear_thread(hass: HomeAssistant, call: ServiceCall) -> None:
     await _require_admin(hass, call)
     runtime, thread_id = await _thread(hass, call)
     await runtime.delete_thread(thread_id)
+
+
+async def _rate_answer(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
+    """Thumbs up or down (and a comment) on an answer of the caller's conversation."""
+    named_user = call.data.get(ATTR_USER_ID)
+    if call.data.get(ATTR_DEVICE_ID) or (named_user and named_user != call.context.user_id):
+        await _require_admin(hass, call)
+    runtime, thread_id = await _thread(hass, call)
+    turn = call.data[ATTR_TURN]
+    try:
+        number = await runtime.rate_answer(
+            thread_id,
+            None if turn == "last" else turn,
+            call.data[ATTR_RATING],
+            call.data.get(ATTR_COMMENT, ""),
+            dt_util.utcnow().timestamp(),
+        )
+    except LookupError:
+        raise ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key="answer_not_found",
+            translation_placeholders={"turn": str(turn)},
+        ) from None
+    # Like the turns' activity events: names and counts, never the comment's words.
+    hass.bus.async_fire(
+        EVENT_ACTIVITY,
+        {
+            "type": "answer_rated",
+            "agent_id": call.data[ATTR_AGENT],
+            "conversation_id": call.data[ATTR_CONVERSATION_ID],
+            "turn": number,
+            "rating": call.data[ATTR_RATING],
+            "has_comment": bool(call.data.get(ATTR_COMMENT)),
+        },
+        context=call.context,
+    )
+    return {"turn": number}
 
 
 def _uses_knowledge(options: Any) -> bool:
@@ -269,6 +315,22 @@ def async_register_services(hass: HomeAssistant) -> None:
         DOMAIN, "export_thread", bind(_export_thread), vol.Schema(_THREAD), SupportsResponse.ONLY
     )
     register(DOMAIN, "clear_thread", bind(_clear_thread), vol.Schema(_THREAD))
+    register(
+        DOMAIN,
+        "rate_answer",
+        bind(_rate_answer),
+        vol.Schema(
+            {
+                **_THREAD,
+                vol.Required(ATTR_RATING): vol.In(RATINGS),
+                vol.Optional(ATTR_TURN, default="last"): vol.Any(
+                    "last", vol.All(vol.Coerce(int), vol.Range(min=1))
+                ),
+                vol.Optional(ATTR_COMMENT): vol.All(cv.string, vol.Length(max=1000)),
+            }
+        ),
+        SupportsResponse.OPTIONAL,
+    )
     register(
         DOMAIN,
         "reindex_knowledge",

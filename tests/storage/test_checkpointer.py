@@ -278,6 +278,8 @@ async def test_stats(open_saver: OpenSaver) -> None:
         "writes",
         "blobs",
         "conversation_links",
+        "answers_rated_up",
+        "answers_rated_down",
         "size_bytes",
         "free_bytes",
     }

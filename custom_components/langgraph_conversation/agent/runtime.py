@@ -26,6 +26,7 @@ from langgraph.types import Command, Interrupt
 from .confirmation import INTERRUPT_KIND
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
 from .extraction import learn_from_exchange
+from .feedback import MemoryRatingStore, RatingStore, answers
 from .graph import MODEL_NODE, AgentKind, build_graphs, recursion_limit
 from .history import compact_history, split_for_summary
 from .hooks import TurnHooks, TurnRecorder
@@ -149,12 +150,14 @@ class AgentRuntime:
         store: BaseStore | None = None,
         max_threads: int | None = None,
         links: LinkStore | None = None,
+        ratings: RatingStore | None = None,
     ) -> None:
         """`max_threads` bounds how many threads are kept (least recently used go first).
 
         The in-memory checkpointer would otherwise keep every voice conversation of a
         Home Assistant run forever. `links` says which thread each conversation of each
-        party continues (threads.db's table, or memory); see threads.py.
+        party continues (threads.db's table, or memory); see threads.py. `ratings`
+        keeps feedback on answers (feedback.py).
         """
         self.access = access
         self.checkpointer = checkpointer
@@ -170,6 +173,7 @@ class AgentRuntime:
         self._max_threads = max_threads
         self._recent_threads: OrderedDict[str, None] = OrderedDict()
         self.links: LinkStore = links if links is not None else MemoryLinkStore()
+        self.ratings: RatingStore = ratings if ratings is not None else MemoryRatingStore()
         # Threads whose old turns are being summarised now (one summary at a time each).
         self._summarising: set[str] = set()
         # Set when the conversations file failed and conversations went to memory.
@@ -263,7 +267,22 @@ class AgentRuntime:
         async with self._lock(thread_id):
             await self.checkpointer.adelete_thread(thread_id)
             await self.links.write(lambda table: forget_thread(table, thread_id))
+            if isinstance(self.ratings, MemoryRatingStore):
+                self.ratings.forget(thread_id)
             self._recent_threads.pop(thread_id, None)
+
+    async def rate_answer(
+        self, thread_id: str, turn: int | None, rating: str, comment: str, now: float
+    ) -> int:
+        """Rate the answer of a turn (1 = the oldest kept, None = the last); returns its
+        number. LookupError when the thread has no such answer."""
+        async with self._lock(thread_id):
+            found = answers(await self.messages(thread_id))
+            if not found or (turn is not None and not 1 <= turn <= len(found)):
+                raise LookupError(turn)
+            number = len(found) if turn is None else turn
+            await self.ratings.rate(thread_id, found[number - 1].id, rating, comment, now)
+        return number
 
     async def messages(self, thread_id: str) -> list[Any]:
         """The messages a thread holds now (the model's view of the conversation)."""
@@ -482,6 +501,7 @@ class AgentRuntime:
         self.storage_failed = True
         self.checkpointer = memory_checkpointer()
         self.links = MemoryLinkStore()
+        self.ratings = MemoryRatingStore()
         self._graphs = build_graphs(self.checkpointer)
         self._max_threads = self._max_threads or _MEMORY_THREADS
         if self.on_storage_error is not None:

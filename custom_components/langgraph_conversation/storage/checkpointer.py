@@ -1,6 +1,7 @@
 """LangGraph checkpoints in SQLite, with retention.
 
-Schema (version 1, plus the conversation links of version 2, see links.py):
+Schema (version 1; version 2 adds conversation links, links.py, and answer ratings,
+ratings.py):
 
     checkpoints        one row per checkpoint: the checkpoint without its channel values
                        (serde blob), its metadata as JSON, which channel versions it uses
@@ -46,6 +47,11 @@ from .links import (
     create_links_table,
     delete_links_of_threads,
     delete_links_unused_since,
+)
+from .ratings import (
+    TABLE as RATINGS_TABLE,
+    create_ratings_table,
+    delete_ratings_of_threads,
 )
 from .sqlite import Migration, SqliteDatabase
 
@@ -105,7 +111,12 @@ def _create_schema_v1(connection: sqlite3.Connection) -> None:
 
 
 # Index N migrates schema version N to N + 1; a future version appends its migration here.
-MIGRATIONS: tuple[Migration, ...] = (_create_schema_v1, create_links_table)
+def _create_schema_v2(connection: sqlite3.Connection) -> None:
+    create_links_table(connection)
+    create_ratings_table(connection)
+
+
+MIGRATIONS: tuple[Migration, ...] = (_create_schema_v1, _create_schema_v2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Marks a channel that was cleared at this version (LangGraph lists it in new_versions
@@ -574,12 +585,14 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
                 " (SELECT COUNT(*) FROM checkpoint_writes),"
                 " (SELECT COUNT(*) FROM channel_blobs),"
                 f" (SELECT COUNT(*) FROM {LINKS_TABLE}),"
+                f" (SELECT COUNT(*) FROM {RATINGS_TABLE} WHERE rating = 'up'),"
+                f" (SELECT COUNT(*) FROM {RATINGS_TABLE} WHERE rating = 'down'),"
                 " (SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()),"
                 " (SELECT freelist_count * page_size"
                 "  FROM pragma_freelist_count(), pragma_page_size())"
             ).fetchone()
         )
-        threads, checkpoints, writes, blobs, links, size_bytes, free_bytes = row
+        threads, checkpoints, writes, blobs, links, up, down, size_bytes, free_bytes = row
         return {
             "schema_version": self._database.schema_version,
             "threads": threads,
@@ -587,6 +600,8 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
             "writes": writes,
             "blobs": blobs,
             "conversation_links": links,
+            "answers_rated_up": up,
+            "answers_rated_down": down,
             "size_bytes": size_bytes,
             "free_bytes": free_bytes,
         }
@@ -719,9 +734,10 @@ def _delete_checkpoints(connection: sqlite3.Connection, keys: Iterable[_Checkpoi
 
 
 def _delete_threads(connection: sqlite3.Connection, thread_ids: Iterable[str]) -> None:
-    """Delete threads whole: checkpoints, writes, values and the links to them."""
+    """Delete threads whole: checkpoints, writes, values, links to them and ratings."""
     thread_ids = list(thread_ids)
     params = [(thread_id,) for thread_id in thread_ids]
     for table in ("checkpoint_writes", "channel_blobs", "checkpoints"):
         connection.executemany(f"DELETE FROM {table} WHERE thread_id = ?", params)
     delete_links_of_threads(connection, thread_ids)
+    delete_ratings_of_threads(connection, thread_ids)
