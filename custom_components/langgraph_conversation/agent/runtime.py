@@ -242,7 +242,14 @@ class AgentRuntime:
         while len(self._recent_threads) > self._max_threads:
             oldest, _ = self._recent_threads.popitem(last=False)
             await self.checkpointer.adelete_thread(oldest)
-            await self.links.write(lambda table, gone=oldest: forget_thread(table, gone))
+            await self._forget_links_and_ratings(oldest)
+
+    async def _forget_links_and_ratings(self, thread_id: str) -> None:
+        """A deleted thread's links and ratings go too (threads.db deletes them with the
+        thread itself; the stores in memory are told here)."""
+        await self.links.write(lambda table: forget_thread(table, thread_id))
+        if isinstance(self.ratings, MemoryRatingStore):
+            self.ratings.forget(thread_id)
 
     async def choose_thread(self, request: ThreadRequest, now: float) -> ThreadChoice:
         """The thread a turn continues (threads.py), recorded for the next turns.
@@ -266,9 +273,7 @@ class AgentRuntime:
         """Delete a thread and every conversation link to it."""
         async with self._lock(thread_id):
             await self.checkpointer.adelete_thread(thread_id)
-            await self.links.write(lambda table: forget_thread(table, thread_id))
-            if isinstance(self.ratings, MemoryRatingStore):
-                self.ratings.forget(thread_id)
+            await self._forget_links_and_ratings(thread_id)
             self._recent_threads.pop(thread_id, None)
 
     async def rate_answer(
