@@ -8,6 +8,7 @@ continuing within the "continue recent" window).
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import closing
 from dataclasses import dataclass
 import itertools
@@ -359,3 +360,27 @@ async def test_different_conversations_do_not_wait_for_each_other(
     await slow_turn
     assert order == ["quick", "slow"]
     assert "Slow one" not in _sent(openai_server, 1)
+
+
+async def test_twenty_conversations_of_one_person_run_at_once(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    users: dict[str | None, str | None],
+) -> None:
+    """20 new chat conversations of one user at once: all 20 requests reach the model
+    before the first answer is done (none waits for another's thread), and each request
+    holds only its own conversation."""
+    openai_server.first_byte_delay = 3.0
+    requests_when_first_done: list[int] = []
+
+    async def one(number: int) -> None:
+        await _say(hass, setup_integration, users, Who("a", None), f"Conversation {number}", None)
+        requests_when_first_done.append(openai_server.request_count)
+
+    await asyncio.gather(*(one(number) for number in range(20)))
+    assert requests_when_first_done[0] == 20
+    for request in openai_server.requests:
+        assert [m["content"] for m in request["messages"] if m["role"] == "user"] in (
+            [[f"Conversation {n}"] for n in range(20)]
+        )
