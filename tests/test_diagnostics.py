@@ -32,7 +32,7 @@ async def test_diagnostics_are_redacted(
     prompt = diagnostics["agents"][0]["options"]["prompt"]
     assert re.fullmatch(r"<\d+ characters>", prompt)
     storage = diagnostics["storage"]
-    assert storage["threads"]["schema_version"] == 1
+    assert storage["threads"]["schema_version"] == 2
     assert storage["memory"]["schema_version"] == 2
     assert {"threads", "checkpoints"} <= set(storage["threads"])
     assert "items" in storage["memory"]

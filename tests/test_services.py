@@ -94,10 +94,13 @@ async def test_export_and_clear_a_conversation(
     hass_admin_user: MockUser,
     hass_read_only_user: MockUser,
 ) -> None:
-    """Administrators export and clear what an agent keeps of a conversation."""
+    """Administrators export and clear what an agent keeps of a conversation: their own,
+    as their turns find it."""
     agent = agent_entity_id(hass, setup_integration)
     openai_server.add_text("Hello Ada.")
-    result = await conversation.async_converse(hass, "I am Ada", None, Context(), agent_id=agent)
+    result = await conversation.async_converse(
+        hass, "I am Ada", None, Context(user_id=hass_admin_user.id), agent_id=agent
+    )
     data = {"agent": agent, "conversation_id": result.conversation_id}
 
     with pytest.raises(Unauthorized):
@@ -107,8 +110,13 @@ async def test_export_and_clear_a_conversation(
         {"role": "human", "content": "I am Ada"},
         {"role": "ai", "content": "Hello Ada."},
     ]
-    await _call(hass, "clear_thread", data, hass_admin_user)
+    # Another caller (an automation, without a user) addresses its own thread of that id.
     assert (await _call(hass, "export_thread", data, None, response=True))["messages"] == []
+    # ...or the one of the user it names.
+    named = {**data, "user_id": hass_admin_user.id}
+    assert (await _call(hass, "export_thread", named, None, response=True))["messages"]
+    await _call(hass, "clear_thread", data, hass_admin_user)
+    assert (await _call(hass, "export_thread", named, None, response=True))["messages"] == []
     with pytest.raises(ServiceValidationError):
         await _call(
             hass, "export_thread", {**data, "agent": "conversation.nobody"}, None, response=True

@@ -27,6 +27,8 @@ from .const import (
 from .conversation import agent_roles
 from .persistence import async_acquire_storage, async_release_storage, report_threads_failure
 from .services import async_register_services
+from .storage.links import SqliteLinkStore
+from .storage.ratings import SqliteRatingStore
 from .tools.effects import EffectGate
 
 _LOGGER = logging.getLogger(__name__)
@@ -57,7 +59,13 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     # Critical effects of the agents' tool calls wait for a yes (tools/effects.py).
     entry.async_on_unload(EffectGate.acquire(hass).release_use)
     if storage.threads is not None:
-        entry.runtime_data = AgentRuntime(access, storage.threads, store=storage.memory)
+        entry.runtime_data = AgentRuntime(
+            access,
+            storage.threads,
+            store=storage.memory,
+            links=SqliteLinkStore(storage.threads.database),
+            ratings=SqliteRatingStore(storage.threads.database),
+        )
     else:
         entry.runtime_data = AgentRuntime(
             access, memory_checkpointer(), store=storage.memory, max_threads=MAX_THREADS_IN_MEMORY

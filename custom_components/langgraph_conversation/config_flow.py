@@ -56,6 +56,7 @@ from .const import (
     CONF_COMPACT_CONTEXT,
     CONF_CONFIRM_ENTITIES,
     CONF_CONTINUE_MINUTES,
+    CONF_CONTINUE_TEXT,
     CONF_EMBEDDING_API_BASE,
     CONF_EMBEDDING_API_KEY,
     CONF_EMBEDDING_MODEL,
@@ -80,6 +81,7 @@ from .const import (
     DEFAULT_AI_TASK_NAME,
     DEFAULT_AI_TASK_TEMPERATURE,
     DEFAULT_CONTINUE_MINUTES,
+    DEFAULT_CONTINUE_TEXT,
     DEFAULT_CONVERSATION_NAME,
     DEFAULT_HISTORY_BUDGET,
     DEFAULT_MAX_TOKENS,
@@ -131,6 +133,7 @@ DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
     CONF_LEARN_MEMORIES: False,
     CONF_HISTORY_BUDGET: DEFAULT_HISTORY_BUDGET,
     CONF_CONTINUE_MINUTES: DEFAULT_CONTINUE_MINUTES,
+    CONF_CONTINUE_TEXT: DEFAULT_CONTINUE_TEXT,
     CONF_MODEL_RETRIES: DEFAULT_MODEL_RETRIES,
     CONF_ACTIVITY_CONTENTS: False,
     CONF_PROMPT: llm.DEFAULT_INSTRUCTIONS_PROMPT,
@@ -325,6 +328,7 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
                     min=0, max=120, step=1, unit_of_measurement="min", mode=NumberSelectorMode.BOX
                 )
             ),
+            vol.Optional(CONF_CONTINUE_TEXT, default=DEFAULT_CONTINUE_TEXT): BooleanSelector(),
             vol.Optional(CONF_HISTORY_BUDGET, default=DEFAULT_HISTORY_BUDGET): NumberSelector(
                 NumberSelectorConfig(min=0, max=200000, step=100, mode=NumberSelectorMode.BOX)
             ),

@@ -27,6 +27,8 @@ CONF_HISTORY_BUDGET: Final = "history_token_budget"
 CONF_CONFIRM_ENTITIES: Final = "confirm_entities"
 CONF_SAFETY_CHECK: Final = "safety_check"
 CONF_CONTINUE_MINUTES: Final = "continue_recent_minutes"
+# Whether "continue recent" also links a user's new text conversations (chat panel, API).
+CONF_CONTINUE_TEXT: Final = "continue_text_conversations"
 CONF_MODEL_RETRIES: Final = "model_retries"
 CONF_AGENT_KIND: Final = "agent_kind"
 CONF_BASE_PROMPT: Final = "base_prompt"
@@ -50,9 +52,11 @@ DEFAULT_MODEL_RETRIES: Final = 1
 # Tokens of conversation history kept verbatim before older turns are summarised; suits
 # an 8k-context local model once the system prompt and tools are counted.
 DEFAULT_HISTORY_BUDGET: Final = 4000
-# A new conversation from the same satellite or user within this many minutes continues
-# the previous one (0 turns this off).
+# A new conversation from the same satellite (and the same user, if any) within this many
+# minutes continues the previous one (0 turns this off); see agent/threads.py.
 DEFAULT_CONTINUE_MINUTES: Final = 5
+# Text clients (chat panel, API) start fresh unless the agent says otherwise.
+DEFAULT_CONTINUE_TEXT: Final = False
 DEFAULT_TOOL_CATEGORIES: Final = ["entities", "lights", "media", "weather"]
 
 # Seconds the config flow waits for its one validation request.

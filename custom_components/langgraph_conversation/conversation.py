@@ -36,7 +36,7 @@ from .agent.model import ModelAccess, ModelErrorKind
 from .agent.prompts import speaker_layer
 from .agent.roles import RoleAccesses, role_access
 from .agent.runtime import Turn, TurnError
-from .agent.text import clean_text, storable_key
+from .agent.text import clean_text
 from .const import (
     CONF_ACTIVITY_CONTENTS,
     CONF_AGENT_KIND,
@@ -45,7 +45,6 @@ from .const import (
     CONF_BASE_PROMPT,
     CONF_COMPACT_CONTEXT,
     CONF_CONFIRM_ENTITIES,
-    CONF_CONTINUE_MINUTES,
     CONF_FALLBACK_MODEL,
     CONF_FAST_MODEL,
     CONF_HISTORY_BUDGET,
@@ -60,7 +59,6 @@ from .const import (
     CONF_SEARCH_KNOWLEDGE,
     CONF_TOOL_CATEGORIES,
     DEFAULT_AGENT_KIND,
-    DEFAULT_CONTINUE_MINUTES,
     DEFAULT_HISTORY_BUDGET,
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_MODEL_RETRIES,
@@ -72,6 +70,7 @@ from .const import (
     SUBENTRY_CONVERSATION,
 )
 from .entity import SubentryEntity, add_subentry_entities
+from .parties import thread_request
 from .tools import TOOLS
 from .tools.context import compact_system_prompt
 from .tools.effects import EffectGate
@@ -157,15 +156,6 @@ def agent_roles(main: ModelAccess, options: Mapping[str, Any]) -> RoleAccesses:
     return RoleAccesses(fast=chosen(CONF_FAST_MODEL), fallback=chosen(CONF_FALLBACK_MODEL))
 
 
-def _origin(user_input: conversation.ConversationInput) -> str | None:
-    """Who or what is talking: the satellite device, else the signed-in user."""
-    if user_input.device_id:
-        return f"device:{user_input.device_id}"
-    if user_input.context.user_id:
-        return f"user:{user_input.context.user_id}"
-    return None
-
-
 def agent_kind(options: Mapping[str, Any]) -> AgentKind:
     """The agent's kind; options from before kinds existed are assistants."""
     try:
@@ -215,6 +205,21 @@ def clean_request(text: str) -> tuple[str, str | None]:
     )
     # Home Assistant drops an exception message's final full stop; this one is spoken.
     return text[:MAX_REQUEST_CHARS], f"{notice.rstrip('.')}."
+
+
+def with_notice(
+    result: conversation.ConversationResult, notice: str | None
+) -> conversation.ConversationResult:
+    """The final answer opens with our notice, whatever the model did in between.
+
+    The notice is streamed with the turn's first message; when the model called a tool
+    first, the final answer is a later message, and Home Assistant's result (intent-end,
+    the API response, non-streaming speech) holds only that one.
+    """
+    speech = result.response.speech.get("plain", {}).get("speech", "")
+    if notice and not speech.startswith(notice):
+        result.response.async_set_speech(f"{notice} {speech}".strip())
+    return result
 
 
 async def chat_log_deltas(
@@ -324,14 +329,12 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         system_prompt = self._system_prompt(chat_log)
         if notice_of_names := names_notice(names):
             system_prompt = f"{system_prompt}\n\n{notice_of_names}"
+        # The thread of this conversation and this party (agent/threads.py).
+        thread = await runtime.choose_thread(
+            thread_request(self.subentry.subentry_id, user_input, chat_log, options), now
+        )
         turn = Turn(
-            thread_id=runtime.threads.resolve(
-                self.subentry.subentry_id,
-                storable_key(chat_log.conversation_id),
-                origin=_origin(user_input),
-                now=now,
-                window=60 * options.get(CONF_CONTINUE_MINUTES, DEFAULT_CONTINUE_MINUTES),
-            ),
+            thread_id=thread.thread_id,
             text=request,
             system_prompt=system_prompt,
             settings=self._settings(),
@@ -349,7 +352,8 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                 ),
             ],
             max_tool_rounds=options.get(CONF_MAX_TOOL_ROUNDS, DEFAULT_MAX_TOOL_ROUNDS),
-            earlier=earlier_content(chat_log, self.entity_id),
+            # What others said in a conversation id another party used too is theirs.
+            earlier=() if thread.shared else earlier_content(chat_log, self.entity_id),
             memory=(
                 MemoryScope.for_user(user_input.context.user_id)
                 if options.get(CONF_MEMORY, True)
@@ -405,4 +409,6 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         finally:
             # Whatever this turn's tools started and still calls now is refused.
             effects.close()
-        return conversation.async_get_result_from_chat_log(user_input, chat_log)
+        return with_notice(
+            conversation.async_get_result_from_chat_log(user_input, chat_log), notice
+        )

@@ -4,6 +4,9 @@ Memories: a signed-in user manages their own and the household's; another person
 memories, and clearing the household's, need an administrator. Automations and scripts
 run without a user and may do everything, like Home Assistant's own admin actions.
 Conversations hold what people said, so exporting or clearing one needs an administrator.
+A conversation id is resolved exactly as a turn resolves it (agent/threads.py): the
+thread of that conversation for the caller (their user, no device), or for the device
+and/or user the call names, following the same links.
 Reading an agent's documents again (reindex_knowledge) needs an administrator too.
 
 A `user_id` must name a Home Assistant user, or one whose memories are still stored (a
@@ -11,6 +14,9 @@ removed user's, so they can still be listed and cleared): anything else (a name,
 a template that rendered wrong, "a.b") is a mistake, reported as such rather than answered
 with an empty list or saved where no one will ever read it. Texts are cleaned of invalid
 Unicode, which SQLite cannot store.
+
+Rating an answer (rate_answer) is for the person who got it: anyone rates the answers of
+their own conversations; naming another device or user needs an administrator.
 """
 
 from __future__ import annotations
@@ -29,14 +35,16 @@ from homeassistant.core import (
 )
 from homeassistant.exceptions import HomeAssistantError, ServiceValidationError, Unauthorized
 from homeassistant.helpers import config_validation as cv, entity_registry as er
+from homeassistant.util import dt as dt_util
 
+from .agent.feedback import RATINGS
 from .agent.graph import AgentKind
 from .agent.memory import HOUSEHOLD, MEMORY_ROOT, person_label
 from .agent.text import clean_text, storable_key
-from .const import CONF_SEARCH_KNOWLEDGE, DOMAIN, SUBENTRY_CONVERSATION
+from .const import CONF_SEARCH_KNOWLEDGE, DOMAIN, EVENT_ACTIVITY, SUBENTRY_CONVERSATION
 from .conversation import agent_kind, knowledge_source
+from .parties import party_of_action
 from .persistence import DATA_STORAGE
-from .storage.threads import thread_id_for
 
 ATTR_USER_ID = "user_id"
 ATTR_HOUSEHOLD = "household"
@@ -44,12 +52,22 @@ ATTR_TEXT = "text"
 ATTR_MEMORY_ID = "memory_id"
 ATTR_AGENT = "agent"
 ATTR_CONVERSATION_ID = "conversation_id"
+ATTR_DEVICE_ID = "device_id"
+ATTR_RATING = "rating"
+ATTR_TURN = "turn"
+ATTR_COMMENT = "comment"
 
 _WHOSE = {
     vol.Optional(ATTR_USER_ID): cv.string,
     vol.Optional(ATTR_HOUSEHOLD, default=False): cv.boolean,
 }
-_THREAD = {vol.Required(ATTR_AGENT): cv.entity_id, vol.Required(ATTR_CONVERSATION_ID): cv.string}
+_THREAD = {
+    vol.Required(ATTR_AGENT): cv.entity_id,
+    vol.Required(ATTR_CONVERSATION_ID): cv.string,
+    # Whose conversation: a voice satellite's, another user's (default: the caller's).
+    vol.Optional(ATTR_DEVICE_ID): cv.string,
+    vol.Optional(ATTR_USER_ID): cv.string,
+}
 
 
 async def _require_admin(hass: HomeAssistant, call: ServiceCall) -> None:
@@ -145,8 +163,8 @@ async def _clear_memories(hass: HomeAssistant, call: ServiceCall) -> ServiceResp
     return {"deleted": len(items)}
 
 
-def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[Any, str]:
-    """The runtime and thread id of an agent's conversation."""
+async def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[Any, str]:
+    """The runtime and thread id of an agent's conversation, found as a turn finds it."""
     entry_id = None
     subentry_id = None
     if entity := er.async_get(hass).async_get(call.data[ATTR_AGENT]):
@@ -158,14 +176,19 @@ def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[Any, str]:
             translation_key="not_an_agent",
             translation_placeholders={"agent": call.data[ATTR_AGENT]},
         )
-    return entry.runtime_data, thread_id_for(
-        subentry_id, storable_key(call.data[ATTR_CONVERSATION_ID])
+    runtime = entry.runtime_data
+    thread_id = await runtime.find_thread(
+        subentry_id,
+        storable_key(call.data[ATTR_CONVERSATION_ID]),
+        party_of_action(call.context, call.data),
     )
+    return runtime, thread_id
 
 
 async def _export_thread(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
     await _require_admin(hass, call)
-    runtime, thread_id = _thread(hass, call)
+    runtime, thread_id = await _thread(hass, call)
+    ratings = await runtime.ratings.of_thread(thread_id)
     return {
         "messages": [
             {
@@ -180,6 +203,7 @@ async def _export_thread(hass: HomeAssistant, call: ServiceCall) -> ServiceRespo
                     if getattr(message, "tool_calls", None)
                     else {}
                 ),
+                **({"rating": ratings[message.id]} if message.id in ratings else {}),
             }
             for message in await runtime.messages(thread_id)
         ]
@@ -188,8 +212,45 @@ async def _export_thread(hass: HomeAssistant, call: ServiceCall) -> ServiceRespo
 
 async def _clear_thread(hass: HomeAssistant, call: ServiceCall) -> None:
     await _require_admin(hass, call)
-    runtime, thread_id = _thread(hass, call)
-    await runtime.checkpointer.adelete_thread(thread_id)
+    runtime, thread_id = await _thread(hass, call)
+    await runtime.delete_thread(thread_id)
+
+
+async def _rate_answer(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
+    """Thumbs up or down (and a comment) on an answer of the caller's conversation."""
+    named_user = call.data.get(ATTR_USER_ID)
+    if call.data.get(ATTR_DEVICE_ID) or (named_user and named_user != call.context.user_id):
+        await _require_admin(hass, call)
+    runtime, thread_id = await _thread(hass, call)
+    turn = call.data[ATTR_TURN]
+    try:
+        number = await runtime.rate_answer(
+            thread_id,
+            None if turn == "last" else turn,
+            call.data[ATTR_RATING],
+            call.data.get(ATTR_COMMENT, ""),
+            dt_util.utcnow().timestamp(),
+        )
+    except LookupError:
+        raise ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key="answer_not_found",
+            translation_placeholders={"turn": str(turn)},
+        ) from None
+    # Like the turns' activity events: names and counts, never the comment's words.
+    hass.bus.async_fire(
+        EVENT_ACTIVITY,
+        {
+            "type": "answer_rated",
+            "agent_id": call.data[ATTR_AGENT],
+            "conversation_id": call.data[ATTR_CONVERSATION_ID],
+            "turn": number,
+            "rating": call.data[ATTR_RATING],
+            "has_comment": bool(call.data.get(ATTR_COMMENT)),
+        },
+        context=call.context,
+    )
+    return {"turn": number}
 
 
 def _uses_knowledge(options: Any) -> bool:
@@ -275,6 +336,22 @@ def async_register_services(hass: HomeAssistant) -> None:
         DOMAIN, "export_thread", bind(_export_thread), vol.Schema(_THREAD), SupportsResponse.ONLY
     )
     register(DOMAIN, "clear_thread", bind(_clear_thread), vol.Schema(_THREAD))
+    register(
+        DOMAIN,
+        "rate_answer",
+        bind(_rate_answer),
+        vol.Schema(
+            {
+                **_THREAD,
+                vol.Required(ATTR_RATING): vol.In(RATINGS),
+                vol.Optional(ATTR_TURN, default="last"): vol.Any(
+                    "last", vol.All(vol.Coerce(int), vol.Range(min=1))
+                ),
+                vol.Optional(ATTR_COMMENT): vol.All(cv.string, vol.Length(max=1000)),
+            }
+        ),
+        SupportsResponse.OPTIONAL,
+    )
     register(
         DOMAIN,
         "reindex_knowledge",

@@ -1,5 +1,8 @@
 """Figure 7: 20 conversations x 10 turns at once; errors, lost messages, p95 overhead.
 
+All conversations are one signed-in person's (the chat panel's case): separate
+conversations of one person must neither share a thread nor wait for each other.
+
 Every turn's text is unique ("conversation 3, turn 7: ..."), so each chat request the
 server saw can be tied to its turn (its newest user message) and each conversation's last
 request shows whether the model was sent every earlier turn. For our agent the LangGraph
@@ -14,6 +17,8 @@ import itertools
 import logging
 from typing import Any
 
+from homeassistant.core import Context
+
 from .context import ANSWER, Bench
 from .home import AgentHandle
 from .report import Row, Stat, judged, ratio_of
@@ -22,6 +27,7 @@ from .turns import TurnResult, converse, wait_for_records
 _LOGGER = logging.getLogger(__name__)
 
 P95_TARGET = 2.0
+_USER_KEY = "bench_concurrency_user"
 _IDS = itertools.count(1)
 
 
@@ -30,17 +36,28 @@ def turn_text(conversation: int, turn: int) -> str:
     return f"Conversation {conversation}, turn {turn}: how warm is it in the kitchen?"
 
 
+async def bench_user(bench: Bench) -> str:
+    """The one person who holds every conversation (created once per bench)."""
+    user_id = bench.hass.data.get(_USER_KEY)
+    if user_id is None:
+        user_id = bench.hass.data[_USER_KEY] = (
+            await bench.hass.auth.async_create_user("Bench person")
+        ).id
+    return user_id
+
+
 async def run_conversation(
     bench: Bench, agent: AgentHandle, conversation: int, turns: int
 ) -> tuple[str | None, list[tuple[str, TurnResult | None, str | None]]]:
     """`turns` turns of one conversation in order; (conversation id, [(text, result, error)])."""
     conversation_id: str | None = None
     out: list[tuple[str, TurnResult | None, str | None]] = []
+    person = Context(user_id=await bench_user(bench))
     for turn in range(turns):
         text = turn_text(conversation, turn)
         try:
             result = await converse(
-                bench.hass, bench.server, agent, text, conversation_id, settle=False
+                bench.hass, bench.server, agent, text, conversation_id, settle=False, context=person
             )
         except Exception as err:  # noqa: BLE001  an error is a result here
             out.append((text, None, f"{type(err).__name__}: {err}"))
@@ -59,7 +76,12 @@ async def lost_in_our_thread(bench: Bench, conversation_id: str, texts: list[str
     subentry_id = next(
         sid for sid, sub in bench.ours.entry.subentries.items() if sub.title == bench.ours.label
     )
-    messages = await runtime.messages(f"{subentry_id}:{conversation_id}")
+    from custom_components.langgraph_conversation.agent.threads import Party
+
+    # The thread of the bench's person (no device), as their next turn would find it.
+    party = Party(user=await bench_user(bench))
+    thread_id = await runtime.find_thread(subentry_id, conversation_id, party)
+    messages = await runtime.messages(thread_id)
     humans = [m.content for m in messages if m.type == "human"]
     answers = [m.content for m in messages if m.type == "ai" and m.content]
     missing = sum(1 for text in texts if text not in humans)

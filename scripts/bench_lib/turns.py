@@ -91,12 +91,13 @@ async def converse(
     *,
     on_delta: Callable[[dict], None] | None = None,
     settle: bool = True,
+    context: Context | None = None,
 ) -> TurnResult:
     """Run one turn of `agent` and measure it.
 
     `settle=False` skips waiting for the server's records (concurrent turns collect their
     records by text afterwards instead); without a server (it runs in another process)
-    only the client's side is measured.
+    only the client's side is measured. `context` says who talks (default: nobody).
     """
     records_before = len(server.records) if server else 0
     requests_before = len(server.requests) if server else 0
@@ -117,7 +118,7 @@ async def converse(
         conversation.async_get_chat_log(hass, session, chat_log_delta_listener=listener),
     ):
         result = await conversation.async_converse(
-            hass, text, session.conversation_id, Context(), agent_id=agent.entity_id
+            hass, text, session.conversation_id, context or Context(), agent_id=agent.entity_id
         )
     wall = time.perf_counter() - start
     speech = speech_of(result)

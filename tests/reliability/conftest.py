@@ -17,13 +17,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from custom_components.langgraph_conversation.agent.threads import Party
 from custom_components.langgraph_conversation.const import (
     DOMAIN,
 )
 from custom_components.langgraph_conversation.diagnostics import (
     async_get_config_entry_diagnostics,
 )
-from custom_components.langgraph_conversation.storage.threads import thread_id_for
 from homeassistant.components import conversation
 from homeassistant.components.conversation.trace import async_get_traces
 from homeassistant.const import MATCH_ALL
@@ -123,14 +123,16 @@ def assert_sentence(result: conversation.ConversationResult, kind: str) -> None:
     assert_plain_sentence(speech(result), TEST_KEY)
 
 
-def thread_id(entry: MockConfigEntry, conversation_id: str) -> str:
-    """The thread of a conversation that continues nothing older."""
-    return thread_id_for(next(iter(entry.subentries)), conversation_id)
-
-
-async def thread_messages(entry: MockConfigEntry, conversation_id: str) -> list[BaseMessage]:
-    """What the agent's thread holds now (read from threads.db)."""
-    return await entry.runtime_data.messages(thread_id(entry, conversation_id))
+async def thread_messages(
+    entry: MockConfigEntry, conversation_id: str, party: Party | None = None
+) -> list[BaseMessage]:
+    """What the agent's thread of a conversation holds now (read from threads.db), for
+    `party` (default: nobody, as `ask` talks without a user or device)."""
+    runtime = entry.runtime_data
+    thread_id = await runtime.find_thread(
+        next(iter(entry.subentries)), conversation_id, party or Party()
+    )
+    return await runtime.messages(thread_id)
 
 
 def assert_thread_consistent(messages: list[BaseMessage]) -> None:

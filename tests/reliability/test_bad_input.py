@@ -14,8 +14,8 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import intent
 
-from ..fakes import FakeOpenAIServer
-from ..helpers import messages_of, text_of
+from ..fakes import FakeOpenAIServer, ToolCall
+from ..helpers import assist_tool_name, messages_of, text_of
 from .conftest import (
     ask,
     assert_responsive,
@@ -60,6 +60,30 @@ async def test_long_and_noisy_requests(
     sent = text_of(messages_of(openai_server.requests[0], "user")[-1])
     assert len(sent) == 8000
     assert sent.startswith("Summarise: word")
+    assert_thread_consistent(await thread_messages(setup_integration, result.conversation_id))
+
+
+NOTICE = "Your message was very long, so I only read its first 8,000 characters."
+
+
+@pytest.mark.parametrize("rounds", [1, 2, 3])
+@pytest.mark.parametrize("text_before_calls", ["", "Let me look."], ids=["calls", "text+calls"])
+async def test_the_notice_is_in_the_final_answer_after_tool_calls(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    rounds: int,
+    text_before_calls: str,
+) -> None:
+    """The model calls tools (1-3 rounds, with or without words first) before it answers:
+    the final answer (speech, intent-end) still opens with the notice, once."""
+    tool = await assist_tool_name(hass, "GetDateTime")
+    for _ in range(rounds):
+        openai_server.add_tool_calls([ToolCall(tool, {})], text=text_before_calls)
+    openai_server.add_text("It is noon.")
+    result = await ask(hass, setup_integration, "What time is it? " + "padding " * 3_000)
+    assert speech(result) == f"{NOTICE} It is noon."
+    assert openai_server.request_count == rounds + 1
     assert_thread_consistent(await thread_messages(setup_integration, result.conversation_id))
 
 

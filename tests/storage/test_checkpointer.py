@@ -241,14 +241,14 @@ async def test_schema_version_and_reopen(open_saver: OpenSaver, tmp_path: Path) 
     reopened = await open_saver()
     state = await build_chat_graph(reopened).aget_state(thread("hall"))
     assert len(state.values["messages"]) == 4
-    assert (await reopened.stats())["schema_version"] == SCHEMA_VERSION == 1
+    assert (await reopened.stats())["schema_version"] == SCHEMA_VERSION == 2
 
 
 async def test_newer_schema_is_refused(tmp_path: Path) -> None:
     """A file from a newer integration version is left untouched, and no thread stays."""
     path = tmp_path / "checkpoints.db"
     await sql(path, f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    with pytest.raises(SchemaVersionError, match="schema version 2"):
+    with pytest.raises(SchemaVersionError, match="schema version 3"):
         await SqliteCheckpointSaver.open(path)
     assert await sql(path, "PRAGMA user_version") == [(SCHEMA_VERSION + 1,)]
 
@@ -277,6 +277,9 @@ async def test_stats(open_saver: OpenSaver) -> None:
         "checkpoints",
         "writes",
         "blobs",
+        "conversation_links",
+        "answers_rated_up",
+        "answers_rated_down",
         "size_bytes",
         "free_bytes",
     }

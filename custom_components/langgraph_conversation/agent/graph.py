@@ -1,10 +1,13 @@
 """Agent graphs, one per agent kind, over one shared message state.
 
-assistant  history → model ⇄ tools, until the model answers (the ReAct loop)
-chatbot    history → model: one call, no tools, for models that cannot call tools
-rag        history → retrieve → model: the documents are searched first (a follow-up is
+assistant  model ⇄ tools, until the model answers (the ReAct loop)
+chatbot    model: one call, no tools, for models that cannot call tools
+rag        retrieve → model: the documents are searched first (a follow-up is
            rewritten into a standalone search query), then the model answers from the
            passages found, without tools
+
+Old turns are summarised after an answer, between turns (the runtime's job, see
+history.py), never inside a graph: a summary must not delay the first word.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from .events import (
     ToolCallFinished,
     ToolCallsRequested,
 )
-from .history import compact_history, summary_findings
+from .history import summary_findings
 from .knowledge import Passage, knowledge_block, passage_flags
 from .model import answer_stream, classify_error, is_retryable, redacted_error, retry_delay
 from .roles import ModelRole, RoleModel, falls_back
@@ -191,44 +194,19 @@ def _system_prompt(state: AgentState, context: TurnContext, knowledge: str = "")
 
 
 async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
-    """The assistant's model call, with its tools bound (the turn's first fits the history)."""
-    state, fitted = await _history_fitted(state, runtime)
+    """The assistant's model call, with its tools bound."""
+    _report_summary(state, runtime)
     prompt = [_system_prompt(state, runtime.context), *state["messages"]]
-    return _after(fitted, await _stream_answer(prompt, runtime, with_tools=True))
+    return await _stream_answer(prompt, runtime, with_tools=True)
 
 
-async def _history_fitted(
-    state: AgentState, runtime: Runtime[TurnContext]
-) -> tuple[AgentState, dict[str, Any]]:
-    """Before a turn's first model call (the request is the last message): the state with
-    old turns summarised if the thread is too long, and that change as an update.
-
-    Done inside the model's step rather than in a step of its own: every step is a
-    checkpoint written and a round of LangGraph's scheduling, on every turn.
-    """
+def _report_summary(state: AgentState, runtime: Runtime[TurnContext]) -> None:
+    """At a turn's first step: what the scan flagged in the summary of old turns, which
+    rides along in every call of the turn (reported once)."""
     messages = state["messages"]
-    if not messages or not isinstance(messages[-1], HumanMessage):
-        return state, {}
-    update = await fit_history(state, runtime)
-    # The summary rides along in every call of the turn: reported once, here.
-    if found := summary_findings(update.get("summary", state.get("summary", ""))):
+    first_step = bool(messages) and isinstance(messages[-1], HumanMessage)
+    if first_step and (found := summary_findings(state.get("summary", ""))):
         runtime.context.emit(TextFlagged("summary", "", found))
-    if not update:
-        return state, {}
-    removed = {message.id for message in update["messages"]}
-    fitted: AgentState = {
-        **state,
-        "summary": update["summary"],
-        "messages": [message for message in messages if message.id not in removed],
-    }
-    return fitted, update
-
-
-def _after(fitted: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
-    """One update of the history's changes, then the answer."""
-    if not fitted:
-        return answer
-    return {**fitted, "messages": [*fitted["messages"], *answer["messages"]]}
 
 
 def plain_conversation(messages: list[AnyMessage]) -> list[AnyMessage]:
@@ -251,9 +229,9 @@ def plain_conversation(messages: list[AnyMessage]) -> list[AnyMessage]:
 
 async def chat(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     """The chatbot's one model call: instructions and conversation, no tools."""
-    state, fitted = await _history_fitted(state, runtime)
+    _report_summary(state, runtime)
     prompt = [_system_prompt(state, runtime.context), *plain_conversation(state["messages"])]
-    return _after(fitted, await _stream_answer(prompt, runtime, with_tools=False))
+    return await _stream_answer(prompt, runtime, with_tools=False)
 
 
 async def answer_from_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
@@ -308,10 +286,10 @@ async def retrieve_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -
     nothing by itself. Documents that cannot be searched cost the passages, not the
     answer: the model is told, and says so.
     """
-    state, fitted = await _history_fitted(state, runtime)
+    _report_summary(state, runtime)
     context = runtime.context
     if context.knowledge is None:
-        return {**fitted, "knowledge": None}
+        return {"knowledge": None}
     question, earlier = _question_and_before(state["messages"])
     query = question
     summary = state.get("summary", "")
@@ -329,10 +307,10 @@ async def retrieve_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -
         passages = await context.knowledge.search(query)
     except Exception:
         _LOGGER.exception("Could not search the documents of %s", context.knowledge.source.agent)
-        return {**fitted, "knowledge": None}
+        return {"knowledge": None}
     for flagged in passage_flags(passages):
         context.emit(flagged)
-    return {**fitted, "knowledge": [{"source": p.source, "text": p.text} for p in passages]}
+    return {"knowledge": [{"source": p.source, "text": p.text} for p in passages]}
 
 
 async def call_tools(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
@@ -456,20 +434,6 @@ async def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
     if messages and isinstance(messages[-1], AIMessage) and requested_calls(messages[-1]):
         return TOOLS_NODE
     return END
-
-
-async def fit_history(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
-    """Summarise old turns if the thread is too long (an update of summary and removals)."""
-    context = runtime.context
-    model = context.housekeeping_model
-    if model is None:
-        return {}
-    role = context.roles.fast if context.roles is not None else None
-
-    def report(answer: AIMessage) -> None:
-        context.emit(_model_call_finished(role, answer, context, answer=False))
-
-    return await compact_history(model, dict(state), context.history_budget, report)
 
 
 def build_assistant_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:

@@ -1,10 +1,11 @@
 """Keeping long threads within the model's context: older turns become a summary.
 
 LangGraph keeps every message of a thread. A voice assistant's thread can run for weeks,
-and local models have small contexts (8k tokens is common), so before each turn the
+and local models have small contexts (8k tokens is common), so after each answer the
 thread is measured; when it is over the agent's budget, the oldest whole turns are
 summarised by the model and removed, and the summary (kept in the thread's state) rides
-along in the system prompt from then on.
+along in the system prompt from then on. The runtime does this in the background between
+turns (runtime.py `_summarise_later`): a summary never delays an answer's first word.
 """
 
 from __future__ import annotations

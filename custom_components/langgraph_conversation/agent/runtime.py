@@ -24,12 +24,13 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Command, Interrupt
 
-from ..storage.threads import ThreadDirectory
 from .answer import AnswerLimitExceeded, answer_deadline
 from .confirmation import INTERRUPT_KIND, Decision, EffectGuard, Requester, decide
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta, TextFlagged
 from .extraction import learn_from_exchange
+from .feedback import MemoryRatingStore, RatingStore, answers
 from .graph import MODEL_NODE, AgentKind, build_graphs, recursion_limit
+from .history import compact_history, split_for_summary
 from .hooks import TurnHooks, TurnRecorder
 from .injection import Finding, pattern_ids, scan_text
 from .knowledge import (
@@ -51,6 +52,16 @@ from .prompts import PromptLayers, base_prompt
 from .quoting import quoted, quoted_flagged
 from .roles import ModelCache, RoleAccesses
 from .state import TurnContext
+from .threads import (
+    LinkStore,
+    MemoryLinkStore,
+    Party,
+    ThreadChoice,
+    ThreadRequest,
+    choose_thread,
+    find_thread,
+    forget_thread,
+)
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -159,11 +170,15 @@ class AgentRuntime:
         *,
         store: BaseStore | None = None,
         max_threads: int | None = None,
+        links: LinkStore | None = None,
+        ratings: RatingStore | None = None,
     ) -> None:
         """`max_threads` bounds how many threads are kept (least recently used go first).
 
         The in-memory checkpointer would otherwise keep every voice conversation of a
-        Home Assistant run forever.
+        Home Assistant run forever. `links` says which thread each conversation of each
+        party continues (threads.db's table, or memory); see threads.py. `ratings`
+        keeps feedback on answers (feedback.py).
         """
         self.access = access
         self.checkpointer = checkpointer
@@ -178,7 +193,10 @@ class AgentRuntime:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._max_threads = max_threads
         self._recent_threads: OrderedDict[str, None] = OrderedDict()
-        self.threads = ThreadDirectory()
+        self.links: LinkStore = links if links is not None else MemoryLinkStore()
+        self.ratings: RatingStore = ratings if ratings is not None else MemoryRatingStore()
+        # Threads whose old turns are being summarised now (one summary at a time each).
+        self._summarising: set[str] = set()
         # Set when the conversations file failed and conversations went to memory.
         self.storage_failed = False
         # Told once when that happens (the integration raises a repair issue).
@@ -253,6 +271,52 @@ class AgentRuntime:
         while len(self._recent_threads) > self._max_threads:
             oldest, _ = self._recent_threads.popitem(last=False)
             await self.checkpointer.adelete_thread(oldest)
+            await self._forget_links_and_ratings(oldest)
+
+    async def _forget_links_and_ratings(self, thread_id: str) -> None:
+        """A deleted thread's links and ratings go too (threads.db deletes them with the
+        thread itself; the stores in memory are told here)."""
+        await self.links.write(lambda table: forget_thread(table, thread_id))
+        if isinstance(self.ratings, MemoryRatingStore):
+            self.ratings.forget(thread_id)
+
+    async def choose_thread(self, request: ThreadRequest, now: float) -> ThreadChoice:
+        """The thread a turn continues (threads.py), recorded for the next turns.
+
+        The links live in the conversations file; if it fails, conversations go on in
+        memory (links too, which never fail), as when a turn meets the failure.
+        """
+        try:
+            return await self.links.write(lambda table: choose_thread(table, request, now))
+        except sqlite3.Error as err:
+            self._continue_in_memory(err)
+            return await self.links.write(lambda table: choose_thread(table, request, now))
+
+    async def find_thread(self, agent_id: str, conversation_id: str, party: Party) -> str:
+        """The thread a party's conversation continues, as its next turn would find it."""
+        return await self.links.read(
+            lambda table: find_thread(table, agent_id, conversation_id, party)
+        )
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete a thread and every conversation link to it."""
+        async with self._lock(thread_id):
+            await self.checkpointer.adelete_thread(thread_id)
+            await self._forget_links_and_ratings(thread_id)
+            self._recent_threads.pop(thread_id, None)
+
+    async def rate_answer(
+        self, thread_id: str, turn: int | None, rating: str, comment: str, now: float
+    ) -> int:
+        """Rate the answer of a turn (1 = the oldest kept, None = the last); returns its
+        number. LookupError when the thread has no such answer."""
+        async with self._lock(thread_id):
+            found = answers(await self.messages(thread_id))
+            if not found or (turn is not None and not 1 <= turn <= len(found)):
+                raise LookupError(turn)
+            number = len(found) if turn is None else turn
+            await self.ratings.rate(thread_id, found[number - 1].id, rating, comment, now)
+        return number
 
     async def messages(self, thread_id: str) -> list[Any]:
         """The messages a thread holds now (the model's view of the conversation)."""
@@ -270,10 +334,12 @@ class AgentRuntime:
         error: str | None = "cancelled"
         answer: list[str] = []
         paused = False
+        # The thread's state at the end of the turn (set by _run_graph).
+        outcome: dict[str, Any] = {}
         try:
             # Closed explicitly when our consumer stops early, so the thread's lock and
             # the graph's stream are released at once, not whenever it is collected.
-            async with aclosing(self._run_turn(turn)) as events:
+            async with aclosing(self._run_turn(turn, outcome)) as events:
                 async for event in events:
                     await recorder.see(event)
                     if isinstance(event, TextDelta):
@@ -284,6 +350,7 @@ class AgentRuntime:
             error = None
             if not paused:
                 self._learn_later(turn, "".join(answer))
+                self._summarise_later(turn, outcome.get("values"))
         except TurnError as err:
             error = err.kind
             await recorder.fail(err.kind, err.detail)
@@ -301,12 +368,66 @@ class AgentRuntime:
         if not turn.learn_memories or turn.memory is None or self.store is None:
             return
         model = self.models.roles(self.access, turn.roles, turn.settings).fast.model
-        task = asyncio.create_task(
+        self._in_background(
             self._learn(self.store, turn.memory, model, turn.text, answer),
-            name="langgraph_conversation memory extraction",
+            "langgraph_conversation memory extraction",
         )
+
+    def _in_background(self, work: Any, name: str) -> asyncio.Task[None]:
+        """Work that outlives a turn: awaited (or cancelled) when the runtime closes."""
+        task = asyncio.create_task(work, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
+
+    def _summarise_later(self, turn: Turn, values: dict[str, Any] | None) -> None:
+        """After the answer: summarise old turns if the thread outgrew its budget.
+
+        Never before a turn's first word: the summary is made between turns, and the
+        next turn uses it once it is there (until then, the whole thread).
+        """
+        budget = turn.history_budget
+        if not budget or not values or turn.thread_id in self._summarising:
+            return
+        if not split_for_summary(list(values.get("messages") or []), budget):
+            return
+        model = self.models.roles(self.access, turn.roles, turn.settings).fast.model
+        self._summarising.add(turn.thread_id)
+        task = self._in_background(
+            self._summarise(turn.thread_id, model, budget, values),
+            "langgraph_conversation history summary",
+        )
+        task.add_done_callback(lambda _: self._summarising.discard(turn.thread_id))
+
+    async def _summarise(
+        self, thread_id: str, model: Any, budget: int, values: dict[str, Any]
+    ) -> None:
+        """Summarise the thread as it was after a turn; apply it only if still valid.
+
+        The summary and the removal of what it covers are one checkpoint: the thread has
+        both or neither, whether the model fails or Home Assistant stops meanwhile. The
+        model call runs without the thread's lock, so turns go on in the meantime; the
+        result is dropped if the thread changed under it (cleared, summarised, paused).
+        """
+        try:
+            update = await compact_history(model, values, budget)
+            if not update:
+                return
+            removed = {message.id for message in update["messages"]}
+            async with self._lock(thread_id):
+                if _confirmation_actions(await self._pending_interrupts(thread_id)):
+                    return
+                config = {"configurable": {"thread_id": thread_id}}
+                state = await self._graph.aget_state(config)
+                current = state.values
+                present = {message.id for message in current.get("messages", [])}
+                if current.get("summary", "") != values.get("summary", "") or not (
+                    removed <= present
+                ):
+                    return
+                await self._graph.aupdate_state(config, update, as_node=MODEL_NODE)
+        except Exception:  # an unsummarised thread is still whole and usable
+            _LOGGER.warning("Could not summarise a long conversation", exc_info=True)
 
     async def _learn(
         self, store: BaseStore, scope: MemoryScope, model: Any, request: str, answer: str
@@ -328,7 +449,7 @@ class AgentRuntime:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
-    async def _run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
+    async def _run_turn(self, turn: Turn, outcome: dict[str, Any]) -> AsyncIterator[AgentEvent]:
         """Run one turn, yielding events as they happen.
 
         Turns on one thread run one at a time. If the thread waits for a confirmation,
@@ -372,7 +493,7 @@ class AgentRuntime:
             await self._touch_thread(turn.thread_id)
             started = False
             try:
-                async for event in self._turn_events(turn, config, context, request):
+                async for event in self._turn_events(turn, config, context, request, outcome):
                     started = True
                     yield event
                 return
@@ -380,7 +501,7 @@ class AgentRuntime:
                 if started or self.storage_failed:
                     raise TurnError("storage", str(failure.error)) from None
                 self._continue_in_memory(failure.error)
-            async for event in self._turn_events(turn, config, context, request):
+            async for event in self._turn_events(turn, config, context, request, outcome):
                 yield event
 
     @asynccontextmanager
@@ -424,6 +545,8 @@ class AgentRuntime:
         _LOGGER.error("The conversations file failed, continuing in memory: %s", error)
         self.storage_failed = True
         self.checkpointer = memory_checkpointer()
+        self.links = MemoryLinkStore()
+        self.ratings = MemoryRatingStore()
         self._graphs = build_graphs(self.checkpointer)
         self._max_threads = self._max_threads or _MEMORY_THREADS
         if self.on_storage_error is not None:
@@ -435,6 +558,7 @@ class AgentRuntime:
         config: dict[str, Any],
         context: TurnContext,
         request: list[BaseMessage],
+        outcome: dict[str, Any],
     ) -> AsyncIterator[AgentEvent]:
         """The turn on the current graph; storage errors come out as _StorageFailure.
 
@@ -450,7 +574,7 @@ class AgentRuntime:
                 # The agent became a kind without tools since it asked: it no longer
                 # acts on the home, so what it asked about does not run either.
                 decision = Decision(False, "declined")
-            async for event in self._resume(turn, config, context, decision):
+            async for event in self._resume(turn, config, context, decision, outcome):
                 yield event
             if decision.confirmed:
                 return
@@ -458,12 +582,23 @@ class AgentRuntime:
         for message in request:
             message.id = str(uuid.uuid4())
         async for event in self._run_and_undo(
-            turn, self._graphs[turn.kind], {"messages": request}, config, context, request[0].id
+            turn,
+            self._graphs[turn.kind],
+            {"messages": request},
+            config,
+            context,
+            request[0].id,
+            outcome=outcome,
         ):
             yield event
 
     def _resume(
-        self, turn: Turn, config: dict[str, Any], context: TurnContext, decision: Decision
+        self,
+        turn: Turn,
+        config: dict[str, Any],
+        context: TurnContext,
+        decision: Decision,
+        outcome: dict[str, Any],
     ) -> AsyncIterator[AgentEvent]:
         """Answer the pause. Only the assistant's graph pauses; an agent that has become
         another kind since then finishes the pause there (its tools are gone)."""
@@ -471,7 +606,14 @@ class AgentRuntime:
         # A failure now also undoes the paused exchange (its request and the assistant's
         # tool calls), which would otherwise end without results.
         return self._run_and_undo(
-            turn, self._graph, answer, config, context, _RESUMED, expect_answer=decision.confirmed
+            turn,
+            self._graph,
+            answer,
+            config,
+            context,
+            _RESUMED,
+            expect_answer=decision.confirmed,
+            outcome=outcome,
         )
 
     async def _run_and_undo(
@@ -484,6 +626,7 @@ class AgentRuntime:
         undo_from: str,
         *,
         expect_answer: bool = True,
+        outcome: dict[str, Any] | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """One graph run; what it added is removed again if it fails.
 
@@ -492,7 +635,7 @@ class AgentRuntime:
         """
         try:
             answered = False
-            async for payload in _run_graph(graph, graph_input, config, context):
+            async for payload in _run_graph(graph, graph_input, config, context, outcome):
                 if isinstance(payload, MessageStarted):
                     answered = False
                 elif isinstance(payload, TextDelta) and payload.text.strip():
@@ -602,7 +745,11 @@ _DONE = object()
 
 
 async def _run_graph(
-    graph: CompiledStateGraph, graph_input: Any, config: dict[str, Any], context: TurnContext
+    graph: CompiledStateGraph,
+    graph_input: Any,
+    config: dict[str, Any],
+    context: TurnContext,
+    outcome: dict[str, Any] | None = None,
 ) -> AsyncIterator[AgentEvent]:
     """Run the graph, yielding the events its nodes emit, as they emit them.
 
@@ -610,7 +757,7 @@ async def _run_graph(
     would carry them too, but hands each one over with call_soon_threadsafe (a wake-up of
     the loop through its self-pipe) and through its own stream machinery: the cost of a
     whole step per answer. A pause for a confirmation ends the run with the interrupt in
-    its result.
+    its result. The thread's values at the end go into `outcome["values"]`.
     """
     events: asyncio.Queue[Any] = asyncio.Queue()
     run = asyncio.ensure_future(
@@ -628,6 +775,8 @@ async def _run_graph(
         while (event := await events.get()) is not _DONE:
             yield event
         result = run.result()
+        if outcome is not None:
+            outcome["values"] = result
     finally:
         if not run.done():
             run.cancel()

@@ -1,6 +1,7 @@
 """LangGraph checkpoints in SQLite, with retention.
 
-Schema (version 1):
+Schema (version 1; version 2 adds conversation links, links.py, and answer ratings,
+ratings.py):
 
     checkpoints        one row per checkpoint: the checkpoint without its channel values
                        (serde blob), its metadata as JSON, which channel versions it uses
@@ -41,6 +42,17 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import INTERRUPT
 
+from .links import (
+    TABLE as LINKS_TABLE,
+    create_links_table,
+    delete_links_of_threads,
+    delete_links_unused_since,
+)
+from .ratings import (
+    TABLE as RATINGS_TABLE,
+    create_ratings_table,
+    delete_ratings_of_threads,
+)
 from .sqlite import Migration, SqliteDatabase
 
 
@@ -99,7 +111,12 @@ def _create_schema_v1(connection: sqlite3.Connection) -> None:
 
 
 # Index N migrates schema version N to N + 1; a future version appends its migration here.
-MIGRATIONS: tuple[Migration, ...] = (_create_schema_v1,)
+def _create_schema_v2(connection: sqlite3.Connection) -> None:
+    create_links_table(connection)
+    create_ratings_table(connection)
+
+
+MIGRATIONS: tuple[Migration, ...] = (_create_schema_v1, _create_schema_v2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Marks a channel that was cleared at this version (LangGraph lists it in new_versions
@@ -538,7 +555,9 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
     async def adelete_threads_idle_since(self, cutoff: datetime) -> int:
         """Delete the threads whose newest checkpoint is older than `cutoff`; returns how many.
 
-        A naive `cutoff` is taken as UTC, like LangGraph's checkpoint timestamps.
+        Their conversation links go too, and so do links unused since `cutoff` whose
+        thread never got a checkpoint. A naive `cutoff` is taken as UTC, like
+        LangGraph's checkpoint timestamps.
         """
         if cutoff.tzinfo is None:
             cutoff = cutoff.replace(tzinfo=UTC)
@@ -549,6 +568,7 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
                 (cutoff.timestamp(),),
             ).fetchall()
             _delete_threads(connection, [thread_id for (thread_id,) in rows])
+            delete_links_unused_since(connection, cutoff.timestamp())
             return len(rows)
 
         return await self._database.write(delete)
@@ -564,18 +584,24 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
                 " (SELECT COUNT(*) FROM checkpoints),"
                 " (SELECT COUNT(*) FROM checkpoint_writes),"
                 " (SELECT COUNT(*) FROM channel_blobs),"
+                f" (SELECT COUNT(*) FROM {LINKS_TABLE}),"
+                f" (SELECT COUNT(*) FROM {RATINGS_TABLE} WHERE rating = 'up'),"
+                f" (SELECT COUNT(*) FROM {RATINGS_TABLE} WHERE rating = 'down'),"
                 " (SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()),"
                 " (SELECT freelist_count * page_size"
                 "  FROM pragma_freelist_count(), pragma_page_size())"
             ).fetchone()
         )
-        threads, checkpoints, writes, blobs, size_bytes, free_bytes = row
+        threads, checkpoints, writes, blobs, links, up, down, size_bytes, free_bytes = row
         return {
             "schema_version": self._database.schema_version,
             "threads": threads,
             "checkpoints": checkpoints,
             "writes": writes,
             "blobs": blobs,
+            "conversation_links": links,
+            "answers_rated_up": up,
+            "answers_rated_down": down,
             "size_bytes": size_bytes,
             "free_bytes": free_bytes,
         }
@@ -708,6 +734,10 @@ def _delete_checkpoints(connection: sqlite3.Connection, keys: Iterable[_Checkpoi
 
 
 def _delete_threads(connection: sqlite3.Connection, thread_ids: Iterable[str]) -> None:
+    """Delete threads whole: checkpoints, writes, values, links to them and ratings."""
+    thread_ids = list(thread_ids)
     params = [(thread_id,) for thread_id in thread_ids]
     for table in ("checkpoint_writes", "channel_blobs", "checkpoints"):
         connection.executemany(f"DELETE FROM {table} WHERE thread_id = ?", params)
+    delete_links_of_threads(connection, thread_ids)
+    delete_ratings_of_threads(connection, thread_ids)

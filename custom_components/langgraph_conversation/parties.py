@@ -1,0 +1,78 @@
+"""Who is talking, in Home Assistant's terms: the party a thread belongs to.
+
+The rule itself is in agent/threads.py; this module reads a turn's or an action's
+Home Assistant input into it: the device (a voice satellite) and the signed-in user,
+and whether Home Assistant issued the conversation id for this very turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from homeassistant.components import conversation
+from homeassistant.core import Context
+from homeassistant.util.ulid import ulid_to_bytes
+
+from .agent.text import storable_key
+from .agent.threads import Party, ThreadRequest, continue_window
+from .const import (
+    CONF_CONTINUE_MINUTES,
+    CONF_CONTINUE_TEXT,
+    DEFAULT_CONTINUE_MINUTES,
+    DEFAULT_CONTINUE_TEXT,
+)
+
+
+def party_of_turn(user_input: conversation.ConversationInput) -> Party:
+    """The device (or satellite) and the user of a turn, whichever it has."""
+    device = user_input.device_id or getattr(user_input, "satellite_id", None)
+    return Party(device=device or None, user=user_input.context.user_id or None)
+
+
+def party_of_action(context: Context, data: Mapping[str, Any]) -> Party:
+    """Whose conversation an action addresses: the caller's own (their user, no device),
+    unless it names a device or user (`device_id`, `user_id`) to address theirs."""
+    device, user = data.get("device_id"), data.get("user_id")
+    if device or user:
+        return Party(device=device or None, user=user or None)
+    return Party(user=context.user_id or None)
+
+
+def issued_now(chat_log: conversation.ChatLog) -> bool:
+    """Whether Home Assistant issued the conversation id for this turn.
+
+    Home Assistant keeps an id it knows, hands out a new ULID when none is given or
+    the given one expired, and keeps an unknown id that is not a ULID (the client chose
+    it, so the client named the conversation). A ULID it knows has earlier content in
+    its chat log; one issued now has only the system prompt and this request.
+    """
+    try:
+        ulid_to_bytes(chat_log.conversation_id)
+    except ValueError:
+        return False
+    return len(chat_log.content) <= 2
+
+
+def thread_request(
+    agent_id: str,
+    user_input: conversation.ConversationInput,
+    chat_log: conversation.ChatLog,
+    options: Mapping[str, Any],
+) -> ThreadRequest:
+    """What a turn asks of the thread directory (see agent/threads.py)."""
+    party = party_of_turn(user_input)
+    sent = user_input.conversation_id
+    # Ids are stored: invalid Unicode is written as escapes (agent/text.py).
+    return ThreadRequest(
+        agent_id=agent_id,
+        conversation_id=storable_key(chat_log.conversation_id),
+        party=party,
+        replaced_id=storable_key(sent) if sent and sent != chat_log.conversation_id else None,
+        window=continue_window(
+            party,
+            issued_now=issued_now(chat_log),
+            minutes=options.get(CONF_CONTINUE_MINUTES, DEFAULT_CONTINUE_MINUTES),
+            text_clients=options.get(CONF_CONTINUE_TEXT, DEFAULT_CONTINUE_TEXT),
+        ),
+    )
