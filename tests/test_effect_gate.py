@@ -293,6 +293,16 @@ async def _converse(
     )
 
 
+async def _asked_to_unlock(
+    hass: HomeAssistant, entry: MockConfigEntry, server: FakeOpenAIServer
+) -> tuple[Recorder, conversation.ConversationResult]:
+    """The test home, and a model that unlocks the front door when asked to."""
+    recorder = await build_home(hass)
+    tool = next(t.name for t in (await assist_api(hass)).tools if t.name.endswith("HassTurnOff"))
+    server.add_tool_calls([ToolCall(tool, {"name": "Front Door"})])
+    return recorder, await _converse(hass, entry, "Unlock the front door", None)
+
+
 def _speech(result: conversation.ConversationResult) -> str:
     return result.response.speech["plain"]["speech"]
 
@@ -494,10 +504,7 @@ async def test_a_reply_that_is_not_a_clear_yes_cancels(
     reply: str,
 ) -> None:
     """Anything but a whole yes cancels, and is then answered as the request it is."""
-    recorder = await build_home(hass)
-    tool = next(t.name for t in (await assist_api(hass)).tools if t.name.endswith("HassTurnOff"))
-    openai_server.add_tool_calls([ToolCall(tool, {"name": "Front Door"})])
-    asked = await _converse(hass, setup_integration, "Unlock the front door", None)
+    recorder, asked = await _asked_to_unlock(hass, setup_integration, openai_server)
     openai_server.add_text("Sure, here you go.")
     start = len(recorder.calls)
     answer = await _converse(hass, setup_integration, reply, asked.conversation_id)
@@ -517,10 +524,7 @@ async def test_a_whole_yes_in_each_language_confirms(
     reply: str,
 ) -> None:
     """A clear yes in the languages Assist ships most runs exactly the asked unlock."""
-    recorder = await build_home(hass)
-    tool = next(t.name for t in (await assist_api(hass)).tools if t.name.endswith("HassTurnOff"))
-    openai_server.add_tool_calls([ToolCall(tool, {"name": "Front Door"})])
-    asked = await _converse(hass, setup_integration, "Unlock the front door", None)
+    recorder, asked = await _asked_to_unlock(hass, setup_integration, openai_server)
     openai_server.add_text("Unlocked.")
     start = len(recorder.calls)
     await _converse(hass, setup_integration, reply, asked.conversation_id)
