@@ -1,0 +1,80 @@
+"""The house's rooms, enforced: who may import whom (docs/ARCHITECTURE.md, "Layout").
+
+- `agent/` never imports Home Assistant, `tools/`, `storage/` or the integration's
+  Home Assistant-side modules: it receives tools and an event sink.
+- `storage/` knows SQLite and LangGraph's storage interfaces: neither Home Assistant nor
+  `agent/` nor `tools/`.
+
+Read from the source (every import statement, also inside functions), so a lazy import
+cannot slip past.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parents[1] / "custom_components" / "langgraph_conversation"
+
+# Room → top-level packages and sibling rooms it must never import.
+FORBIDDEN = {
+    "agent": ("homeassistant", "tools", "storage", "<integration>"),
+    "storage": ("homeassistant", "agent", "tools", "<integration>"),
+}
+
+
+def _imports(source: str, room: str) -> list[tuple[int, str]]:
+    """(line, what) for every import in a module of `room`: absolute module names, or
+    the room a relative one reaches ("tools", "agent", "storage", or "<integration>" for
+    the package's own top-level modules)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                found.append((node.lineno, (node.module or "").split(".")[0]))
+            elif node.level == 1:
+                found.append((node.lineno, room))  # the same room
+            else:
+                target = (node.module or "").split(".")[0]
+                rooms = {*FORBIDDEN, "tools"}
+                found.append((node.lineno, target if target in rooms else "<integration>"))
+    return found
+
+
+@pytest.mark.parametrize("room", sorted(FORBIDDEN))
+def test_rooms_import_only_what_they_may(room: str) -> None:
+    """No module of the room imports what the layout forbids it."""
+    files = sorted((PACKAGE / room).rglob("*.py"))
+    assert files, room
+    broken = [
+        f"{path.relative_to(PACKAGE)}:{line} imports {target}"
+        for path in files
+        for line, target in _imports(path.read_text(encoding="utf-8"), room)
+        if target in FORBIDDEN[room]
+    ]
+    assert broken == []
+
+
+def test_the_check_sees_forbidden_imports() -> None:
+    """The walker itself: lazy imports inside functions, relative reaches into other rooms
+    and into the integration's own modules are all found (the contract cannot pass by
+    seeing nothing)."""
+    source = (
+        "def f():\n"
+        "    import homeassistant.core\n"
+        "    from ..tools import registry\n"
+        "    from .. import const\n"
+        "    from ..storage.sqlite import SqliteDatabase\n"
+        "    from .graph import build_graphs\n"
+    )
+    assert [target for _, target in _imports(source, "agent")] == [
+        "homeassistant",
+        "tools",
+        "<integration>",
+        "storage",
+        "agent",
+    ]
