@@ -25,6 +25,11 @@ leg_param() {
         2026.10:python_min) echo 3.14.2 ;;
         2026.10:suite) echo sid ;;
         2026.10:requirements) echo requirements_test_2026.10.txt ;;
+        2026.11:ha) echo 2026.11.0 ;;
+        2026.11:python) echo 3.14 ;;
+        2026.11:python_min) echo 3.14.2 ;;
+        2026.11:suite) echo sid ;;
+        2026.11:requirements) echo requirements_test_2026.11.txt ;;
         *) die "unknown leg parameter $1:$2" ;;
     esac
 }

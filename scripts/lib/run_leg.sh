@@ -34,6 +34,11 @@ junit=/tmp/lgc-junit-$LGC_LEG.xml
 rm -f "$junit" "$junit_isolated"
 pytest_status=0
 common=(-p no:cacheprovider --cov --cov-report=xml:/tmp/lgc-coverage-$LGC_LEG.xml)
+# A leg on a core newer than the test plugin's pin loads the plugin's compatibility shims
+# first (tests/compat_newest.py; pytest imports -p modules before installed plugins).
+if grep -q '^# lgc-core:' "requirements_test_${LGC_LEG}.txt"; then
+    common+=(-p tests.compat_newest)
+fi
 if [ $# -eq 0 ] && [ -z "${LGC_PYTEST_ARGS:-}" ]; then
     # Tests of first-use behaviour get a fresh interpreter of their own.
     python -m pytest "${common[@]}" --cov-report= --junitxml="$junit_isolated" -m isolated -q ||
