@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+import inspect
 from typing import Any
+
+from awesomeversion import AwesomeVersion
 
 from custom_components.langgraph_conversation.const import DOMAIN
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
+from homeassistant.const import __version__ as HA_VERSION
 from homeassistant.core import Context, HomeAssistant
-from homeassistant.helpers import llm
+from homeassistant.helpers import chat_session, llm
+
+# Home Assistant 2026.11 answers a second message on a conversation whose turn is still
+# running with ConversationBusyError ("busy"), before the agent is called; older versions
+# hand it to the agent, which serialises the two turns.
+BUSY_CONVERSATION_ANSWERED = AwesomeVersion(HA_VERSION) >= AwesomeVersion("2026.11.0")
+
+# Home Assistant 2026.11 takes the caller's context (keyword-only) and reports callers that
+# leave it out; 2026.2 and 2026.10 have no such parameter.
+_CHAT_SESSION_TAKES_CONTEXT = (
+    "context" in inspect.signature(chat_session.async_get_chat_session).parameters
+)
+
+
+def open_chat_session(
+    hass: HomeAssistant, conversation_id: str | None, context: Context | None = None
+) -> AbstractContextManager[chat_session.ChatSession]:
+    """`async_get_chat_session` as the running Home Assistant wants it called."""
+    if _CHAT_SESSION_TAKES_CONTEXT:
+        return chat_session.async_get_chat_session(
+            hass, conversation_id, context=context or Context()
+        )
+    return chat_session.async_get_chat_session(hass, conversation_id)
 
 
 async def assist_api(hass: HomeAssistant) -> llm.APIInstance:

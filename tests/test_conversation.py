@@ -8,11 +8,11 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry, async_
 
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
-from homeassistant.helpers import chat_session, intent
+from homeassistant.helpers import intent
 
 from .conftest import agent_entity_id
 from .fakes import FakeOpenAIServer, ToolCall
-from .helpers import add_light, assist_tool_name, messages_of, text_of
+from .helpers import add_light, assist_tool_name, messages_of, open_chat_session, text_of
 
 
 async def test_text_turn(
@@ -164,7 +164,7 @@ async def test_parallel_tool_calls_are_recorded_in_chat_log(
     assert result.response.speech["plain"]["speech"] == "Both lights are on."
 
     with (
-        chat_session.async_get_chat_session(hass, result.conversation_id) as session,
+        open_chat_session(hass, result.conversation_id) as session,
         conversation.async_get_chat_log(hass, session) as chat_log,
     ):
         content = chat_log.content
@@ -202,7 +202,7 @@ async def test_other_agents_turns_are_folded_into_the_thread(
     first = await conversation.async_converse(hass, "Hello", None, Context(), agent_id=agent_id)
     # Home Assistant's own agent answers a command in the same conversation.
     with (
-        chat_session.async_get_chat_session(hass, first.conversation_id) as session,
+        open_chat_session(hass, first.conversation_id) as session,
         conversation.async_get_chat_log(hass, session) as chat_log,
     ):
         chat_log.async_add_user_content(conversation.UserContent("Turn on the porch light"))

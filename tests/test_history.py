@@ -9,11 +9,10 @@ from custom_components.langgraph_conversation.agent.history import SUMMARY_INSTR
 from custom_components.langgraph_conversation.const import CONF_HISTORY_BUDGET
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
-from homeassistant.helpers import chat_session
 
 from .conftest import agent_entity_id
 from .fakes import ErrorReply, FakeOpenAIServer, Reply
-from .helpers import messages_of, text_of
+from .helpers import messages_of, open_chat_session, text_of
 
 
 @pytest.mark.parametrize("agent_overrides", [{CONF_HISTORY_BUDGET: 120}])
@@ -98,7 +97,7 @@ async def test_summaries_never_come_before_the_first_word(
 
     conversation_id = None
     for n in range(6):
-        with chat_session.async_get_chat_session(hass, conversation_id) as session:
+        with open_chat_session(hass, conversation_id) as session:
             conversation_id = session.conversation_id
             with conversation.async_get_chat_log(hass, session, chat_log_delta_listener=listener):
                 events.append(("start", openai_server.request_count))

@@ -28,10 +28,11 @@ from homeassistant.components import conversation
 from homeassistant.components.conversation.trace import async_get_traces
 from homeassistant.const import MATCH_ALL
 from homeassistant.core import Context, CoreState, Event, HomeAssistant, ServiceCall
-from homeassistant.helpers import chat_session, intent
+from homeassistant.helpers import intent
 
 from ..conftest import TEST_KEY, add_test_entry, agent_entity_id
 from ..fakes import FakeOpenAIServer, FakeResolver
+from ..helpers import open_chat_session
 
 # The sentences users hear, straight from the translations Home Assistant loads.
 SENTENCES: dict[str, str] = {
@@ -222,7 +223,7 @@ class Witness:
         chat_logs = ""
         for conversation_id in self.conversation_ids:
             with (
-                chat_session.async_get_chat_session(self.hass, conversation_id) as session,
+                open_chat_session(self.hass, conversation_id) as session,
                 conversation.async_get_chat_log(self.hass, session) as chat_log,
             ):
                 chat_logs += repr(chat_log.content)
