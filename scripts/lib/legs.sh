@@ -7,31 +7,38 @@
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/langgraph_conversation
+# The legs, one line each: name, Home Assistant, Python minor, lowest Python patch it
+# accepts, the Debian suite whose root filesystem provides that Python. A leg's test
+# requirements are requirements_test_<name>.txt. Adding a release: one line here, its
+# requirement file, and its name in LEGS once it passes.
+LEG_TABLE=(
+    "2026.2   2026.2.3   3.13 3.13.2 trixie"
+    "2026.10  2026.10.4  3.14 3.14.2 sid"
+    "2026.11  2026.11.0  3.14 3.14.2 sid"
+)
+# The legs scripts/test runs by default.
 LEGS=(2026.2 2026.10)
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 2; }
 
-# leg_param LEG KEY -> value
+# leg_param LEG KEY -> value (KEY: ha, python, python_min, suite, requirements)
 leg_param() {
-    case "$1:$2" in
-        2026.2:ha) echo 2026.2.3 ;;
-        2026.2:python) echo 3.13 ;;
-        2026.2:python_min) echo 3.13.2 ;;
-        2026.2:suite) echo trixie ;;
-        2026.2:requirements) echo requirements_test_2026.2.txt ;;
-        2026.10:ha) echo 2026.10.4 ;;
-        2026.10:python) echo 3.14 ;;
-        2026.10:python_min) echo 3.14.2 ;;
-        2026.10:suite) echo sid ;;
-        2026.10:requirements) echo requirements_test_2026.10.txt ;;
-        2026.11:ha) echo 2026.11.0 ;;
-        2026.11:python) echo 3.14 ;;
-        2026.11:python_min) echo 3.14.2 ;;
-        2026.11:suite) echo sid ;;
-        2026.11:requirements) echo requirements_test_2026.11.txt ;;
-        *) die "unknown leg parameter $1:$2" ;;
-    esac
+    local row name ha python python_min suite
+    for row in "${LEG_TABLE[@]}"; do
+        read -r name ha python python_min suite <<<"$row"
+        [ "$name" = "$1" ] || continue
+        case "$2" in
+            ha) echo "$ha" ;;
+            python) echo "$python" ;;
+            python_min) echo "$python_min" ;;
+            suite) echo "$suite" ;;
+            requirements) echo "requirements_test_$name.txt" ;;
+            *) die "unknown leg parameter $1:$2" ;;
+        esac
+        return 0
+    done
+    die "unknown leg $1 (legs: ${LEG_TABLE[*]%% *})"
 }
 
 # Hash of everything that decides a leg's virtualenv: a change rebuilds that leg.
