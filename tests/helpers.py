@@ -30,11 +30,13 @@ _CHAT_SESSION_TAKES_CONTEXT = (
 def open_chat_session(
     hass: HomeAssistant, conversation_id: str | None, context: Context | None = None
 ) -> AbstractContextManager[chat_session.ChatSession]:
-    """`async_get_chat_session` as the running Home Assistant wants it called."""
+    """`async_get_chat_session` as the running Home Assistant wants it called.
+
+    The default context None acts for no user (as a satellite does): the test reads or
+    adds to a conversation whoever owns it.
+    """
     if _CHAT_SESSION_TAKES_CONTEXT:
-        return chat_session.async_get_chat_session(
-            hass, conversation_id, context=context or Context()
-        )
+        return chat_session.async_get_chat_session(hass, conversation_id, context=context)
     return chat_session.async_get_chat_session(hass, conversation_id)
 
 

@@ -14,7 +14,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.helpers import intent, issue_registry as ir
 
 from ..fakes import FakeOpenAIServer, Reply
-from ..helpers import text_of
+from ..helpers import BUSY_CONVERSATION_ANSWERED, text_of
 from .conftest import (
     SENTENCES,
     ask,
@@ -47,7 +47,10 @@ async def _reload(hass: HomeAssistant, entry: MockConfigEntry) -> None:
 async def test_two_turns_on_one_conversation_are_serialised(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
-    """Two messages sent at once: one turn after the other, neither lost nor interleaved."""
+    """Two messages sent at once on one conversation. Before 2026.11 the second waits its
+    turn: one turn after the other, neither lost nor interleaved. From 2026.11 Home
+    Assistant answers the second itself, clearly ("busy"), before the agent sees it; the
+    first turn and the thread are untouched."""
     openai_server.add_text("Hi!")
     cid = (await ask(hass, setup_integration, "Hello")).conversation_id
     openai_server.responder = _echo
@@ -57,6 +60,27 @@ async def test_two_turns_on_one_conversation_are_serialised(
     await openai_server.wait_for_requests(2)
     second = asyncio.create_task(ask(hass, setup_integration, "Question B", cid))
     results = await asyncio.gather(first, second)
+
+    if BUSY_CONVERSATION_ANSWERED:
+        assert speech(results[0]) == "A slow first answer."
+        busy = results[1].response
+        assert busy.response_type is intent.IntentResponseType.ERROR
+        assert "busy" in speech(results[1]).lower()
+        assert results[1].conversation_id == cid
+        # The second message never reached the model nor the thread.
+        assert openai_server.request_count == 2
+        messages = await thread_messages(setup_integration, cid)
+        assert_thread_consistent(messages)
+        assert pairs(messages) == [
+            ("human", "Hello"),
+            ("ai", "Hi!"),
+            ("human", "Question A"),
+            ("ai", "A slow first answer."),
+        ]
+        # The conversation is free again: the next message is answered as usual.
+        after = await ask(hass, setup_integration, "Question B", cid)
+        assert speech(after) == "Answer to Question B"
+        return
 
     assert [speech(r) for r in results] == ["A slow first answer.", "Answer to Question B"]
     # The second turn's model call saw the whole first turn.

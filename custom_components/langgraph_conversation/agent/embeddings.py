@@ -26,6 +26,9 @@ _SAME_PROVIDER = {"ollama_chat": "ollama"}
 # resources) after the chat model's warm-up; imported in the executor instead.
 _FIRST_CALL_MODULES = (
     "openai.resources",
+    # openai 3.26 (Home Assistant 2026.11's pin) imports each resource lazily, on the
+    # client's first use of it: inside the first embedding request, on the event loop.
+    "openai.resources.embeddings",
     "openai.lib._parsing._embeddings",
     "anyio._backends._asyncio",
     "litellm._service_logger",

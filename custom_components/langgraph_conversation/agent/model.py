@@ -8,6 +8,7 @@ import contextlib
 from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
+import importlib
 import inspect
 import json
 import logging
@@ -676,6 +677,14 @@ def warm_up(access: ModelAccess) -> None:
         for name in getattr(package, "__all__", ()):
             getattr(package, name)
     build_chat_model(access, ModelSettings()).bind_tools([_WARM_UP_TOOL])
+    # openai 3.26 (Home Assistant 2026.11's pin) imports its API resources lazily: the
+    # client's first request resolves `from .resources.chat import AsyncChat` through the
+    # package's __getattr__ and a relative import_module, on the event loop. Resolving
+    # the packages' exports here caches them; earlier versions import them eagerly.
+    for package in ("openai.resources.chat", "openai.resources.chat.completions"):
+        module = importlib.import_module(package)
+        for name in getattr(module, "__all__", ()):
+            getattr(module, name)
     # What the warm-up imported lives as long as the process too.
     freeze_long_lived_objects()
 

@@ -243,7 +243,16 @@ class AgentRuntime:
         """The agent is gone: drop its documents from the store (the files stay).
 
         Failing to do so leaves unused rows behind, never a broken agent: logged only.
+        The work is registered as background work before its first wait, so an unload
+        that starts meanwhile lets it finish before the store closes: Home Assistant
+        2026.11 removes a deleted agent's entity while the entry already reloads.
         """
+        task = self._in_background(
+            self._forget_knowledge(source), "langgraph_conversation documents index removal"
+        )
+        await asyncio.wait({task})
+
+    async def _forget_knowledge(self, source: KnowledgeSource) -> None:
         if (index := self._knowledge.pop(source.agent, None)) is not None:
             await index.aclose()
         if self.store is None:
