@@ -17,7 +17,7 @@ LEG_TABLE=(
     "2026.11  2026.11.0  3.14 3.14.2 sid"
 )
 # The legs scripts/test runs by default.
-LEGS=(2026.2 2026.10)
+LEGS=(2026.2 2026.10 2026.11)
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 2; }
