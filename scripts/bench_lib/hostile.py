@@ -2,8 +2,10 @@
 
 Answers a confused or injected model could send, each in its own turn of our agent: one
 message with 2,000 tool calls (HassTurnOn on the kitchen light), one call of
-home_find_entities with a 1 MB query (the two the issue measured), and one message of 500
-calls, small enough for the answer's size bound, so the per-message cap decides. The stall
+home_find_entities with a 1 MB query (the two the issue measured), one message of 500
+calls, small enough for the answer's size bound, so the per-message cap decides, and an
+answer that never ends (cut at the size bound). tests/reliability/test_bounds.py checks
+what these answers do; the stalls are measured only here. The stall
 is measured as figure 3 measures it (probe.LoopLagProbe: a task asking to wake every 10 ms,
 and how late it wakes) from the turn's start to its end. Core's agent is not run: the
 figure is about what our agent lets a model do (Home Assistant's own agent has no such
@@ -42,6 +44,11 @@ def _capped_calls(bench: Bench) -> Reply:
     return _many_calls(bench, CAPPED_CALLS)
 
 
+def _endless_text(_bench: Bench) -> Reply:
+    # A model that never stops talking, in small chunks: cut at the answer's size bound.
+    return Reply(text="la ", endless=True, chunk_size=20)
+
+
 def _huge_argument(_bench: Bench) -> Reply:
     query = ("kitchen light " * (ARGUMENT_CHARS // 14 + 1))[:ARGUMENT_CHARS]
     return Reply(tool_calls=(ToolCall("home_find_entities", {"query": query}),))
@@ -51,6 +58,7 @@ CASES = (
     ("many_calls", f"loop stall, one message of {CALLS:,} tool calls", _many_calls),
     ("huge_argument", "loop stall, 1 MB home_find_entities query", _huge_argument),
     ("capped_calls", f"loop stall, one message of {CAPPED_CALLS} tool calls", _capped_calls),
+    ("endless_text", "loop stall, an answer that never ends (20-char chunks)", _endless_text),
 )
 
 
