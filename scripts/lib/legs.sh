@@ -184,16 +184,22 @@ ensure_rootfs_extras() {
     exec 8>&-
 }
 
+# Copies a file into place whole (a copy then a rename): two legs entering the same root
+# at once must never see the other's half-written CA bundle.
+copy_whole() {
+    cp -L "$1" "$2.$$.tmp" 2>/dev/null && mv -f "$2.$$.tmp" "$2" || { rm -f "$2.$$.tmp"; return 1; }
+}
+
 # Files that must be fresh in the root filesystem at every entry.
 refresh_rootfs_files() {
     local rootfs=$1 bundle
-    cp -L /etc/resolv.conf "$rootfs/etc/resolv.conf" 2>/dev/null || true
-    cp -L /etc/hosts "$rootfs/etc/hosts" 2>/dev/null || true
+    copy_whole /etc/resolv.conf "$rootfs/etc/resolv.conf" || true
+    copy_whole /etc/hosts "$rootfs/etc/hosts" || true
     # The machine's CA bundle, so pip works behind its TLS setup.
     for bundle in "${SSL_CERT_FILE:-}" /etc/ssl/certs/ca-certificates.crt; do
         if [ -n "$bundle" ] && [ -r "$bundle" ]; then
             mkdir -p "$rootfs/etc/ssl/certs"
-            cp -L "$bundle" "$rootfs/etc/ssl/certs/lgc-host-ca.crt"
+            copy_whole "$bundle" "$rootfs/etc/ssl/certs/lgc-host-ca.crt"
             break
         fi
     done
