@@ -92,6 +92,12 @@ def test_manifest_is_valid_for_hassfest() -> None:
     # SQLite is the standard library's: no SQLite package (langgraph-checkpoint-sqlite
     # needs sqlite-vec, which does not install on Home Assistant OS).
     assert not any("sqlite" in req for req in MANIFEST["requirements"])
+    # PostgreSQL's packages are installed on demand (const.POSTGRES_REQUIREMENTS), never
+    # for everyone.
+    assert not any(
+        req.startswith(("psycopg", "langgraph-checkpoint-postgres"))
+        for req in MANIFEST["requirements"]
+    )
 
 
 def test_hacs_json_is_valid() -> None:

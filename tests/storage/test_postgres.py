@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+import os
 import socket
 
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.store.postgres.base import PostgresIndexConfig
 import pytest
 
 from custom_components.langgraph_conversation.storage.postgres import (
@@ -24,7 +26,7 @@ from custom_components.langgraph_conversation.storage.postgres import (
     check_connection,
 )
 
-from ..postgres import GUEST_PASSWORD, GUEST_ROLE, LOCKED_DATABASE, PostgresServer
+from ..postgres import APP_ROLE, GUEST_PASSWORD, GUEST_ROLE, LOCKED_DATABASE, PostgresServer
 
 
 def _unused_port() -> int:
@@ -113,6 +115,68 @@ async def test_closing_ends_the_stores_batching_task(postgres_url: str) -> None:
     assert task.done()
 
 
+async def test_unix_socket_url(postgres_server: PostgresServer, postgres_database: str) -> None:
+    """A URL naming the server's socket folder (a server on the same machine) works too."""
+    url = f"postgresql://lgc@/{postgres_database}?host={postgres_server.socket_dir}&port={postgres_server.port}"
+    storage = await PostgresStorage.open(url)
+    try:
+        await storage.store.aput(("household",), "k", {"text": "over the socket"})
+        item = await storage.store.aget(("household",), "k")
+    finally:
+        await storage.aclose()
+    assert item is not None
+    assert item.value == {"text": "over the socket"}
+
+
+# A tiny deterministic embedding for the vector tests: one dimension per topic word.
+_TOPICS = ("tea", "coffee", "dog", "cat", "garden", "music", "car", "bike")
+
+
+def _embed(texts: list[str]) -> list[list[float]]:
+    return [[1.0 if topic in text.lower() else 0.01 for topic in _TOPICS] for text in texts]
+
+
+def _index() -> PostgresIndexConfig:
+    return {"dims": len(_TOPICS), "embed": _embed, "fields": ["text"]}
+
+
+async def test_vector_search_through_pgvector(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """With pgvector (Debian's build), the store ranks memories by their vectors."""
+    if not postgres_server.has_vector:
+        pytest.skip("the server has no pgvector (Debian's postgresql-NN-pgvector)")
+    storage = await PostgresStorage.open(postgres_url, index=_index())
+    try:
+        namespace = ("memories", "user-1")
+        await storage.store.aput(namespace, "m1", {"text": "Has a dog named Rex"})
+        await storage.store.aput(namespace, "m2", {"text": "Drinks green tea every morning"})
+        await storage.store.aput(namespace, "m3", {"text": "Rides a bike to work"})
+        found = await storage.store.asearch(("memories",), query="which tea", limit=2)
+    finally:
+        await storage.aclose()
+    assert len(found) == 2
+    assert found[0].key == "m2"
+    assert found[0].score is not None
+    assert found[0].score > found[1].score
+
+
+async def test_vectors_without_the_extension_are_permission_denied(
+    postgres_server: PostgresServer, socket_enabled: None
+) -> None:
+    """A database without pgvector, a role that may not create it: "permission denied"."""
+    if not postgres_server.has_vector:
+        pytest.skip("the server has no pgvector (Debian's postgresql-NN-pgvector)")
+    name = f"novector_{os.getpid()}"
+    postgres_server.sql(f"CREATE DATABASE {name} OWNER {APP_ROLE}")
+    try:
+        with pytest.raises(PostgresUnavailable) as caught:
+            await PostgresStorage.open(postgres_server.url(name), index=_index())
+    finally:
+        postgres_server.sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    assert caught.value.problem is PostgresProblem.PERMISSION_DENIED, caught.value
+
+
 async def _problem(url: str) -> PostgresUnavailable:
     with pytest.raises(PostgresUnavailable) as caught:
         await check_connection(url)
@@ -157,6 +221,23 @@ async def test_tls_required_by_the_url_but_not_offered(
     """sslmode=require against a server without TLS: a TLS problem, not a password one."""
     error = await _problem(postgres_server.url(postgres_database, query="sslmode=require"))
     assert error.problem is PostgresProblem.TLS, error
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        # libpq quotes a token it cannot decode: here, the password.
+        "postgresql://lgc:sec%zzret-0123456789@127.0.0.1/db",
+        "postgresql://lgc:secret-0123456789@127.0.0.1:notaport/db",
+        "host=127.0.0.1 password=secret-0123456789 port=notaport",
+    ],
+)
+async def test_no_password_in_the_error(url: str, socket_enabled: None) -> None:
+    """Whatever libpq says about a bad URL, the password is not in the error's text."""
+    error = await _problem(url)
+    assert "secret-0123456789" not in str(error)
+    assert "sec%zzret" not in str(error)
+    assert "zzret-0123456789" not in str(error)
 
 
 @pytest.mark.parametrize(

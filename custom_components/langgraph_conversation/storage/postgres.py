@@ -17,10 +17,13 @@ import contextlib
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Self
+from urllib.parse import unquote, urlsplit
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.postgres.aio import AsyncPostgresStore
+from langgraph.store.postgres.base import PostgresIndexConfig
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -102,8 +105,29 @@ def classify(error: BaseException) -> PostgresProblem:
     return PostgresProblem.UNKNOWN
 
 
-def _unavailable(error: BaseException) -> PostgresUnavailable:
-    return PostgresUnavailable(classify(error), str(error).strip())
+def _password_forms(url: str) -> set[str]:
+    """The URL's password as typed and decoded (libpq may quote either in a message)."""
+    forms: set[str] = set()
+    try:
+        password = conninfo_to_dict(url).get("password")
+    except (psycopg.Error, ValueError):
+        password = None
+    try:
+        raw = urlsplit(url).password
+    except ValueError:
+        raw = None
+    for value in (password, raw):
+        if value:
+            forms |= {str(value), unquote(str(value))}
+    return {form for form in forms if form}
+
+
+def _unavailable(error: BaseException, url: str) -> PostgresUnavailable:
+    """The error as PostgresUnavailable; the URL's password never in its message."""
+    message = str(error).strip()
+    for form in sorted(_password_forms(url), key=len, reverse=True):
+        message = message.replace(form, "***")
+    return PostgresUnavailable(classify(error), message)
 
 
 async def _connect(url: str) -> psycopg.AsyncConnection[dict[str, Any]]:
@@ -112,7 +136,7 @@ async def _connect(url: str) -> psycopg.AsyncConnection[dict[str, Any]]:
             url, connect_timeout=CONNECT_TIMEOUT, **_CONNECTION_SETTINGS
         )
     except (psycopg.Error, ValueError) as err:
-        raise _unavailable(err) from err
+        raise _unavailable(err, url) from err
 
 
 async def _stop_batching(store: AsyncPostgresStore) -> None:
@@ -146,23 +170,26 @@ class PostgresStorage:
     has_vector: bool
 
     @classmethod
-    async def open(cls, url: str) -> Self:
+    async def open(cls, url: str, *, index: PostgresIndexConfig | None = None) -> Self:
         """Connects, creates or migrates the tables, and opens the pool.
 
-        Raises PostgresUnavailable with the reason when the database cannot be used.
+        With `index` (dimensions, embedding function, fields), the store also keeps vectors
+        through pgvector (the extension is created if the role may, else that is
+        "permission denied"). Raises PostgresUnavailable with the reason when the database
+        cannot be used.
         """
         connection = await _connect(url)
         try:
             try:
                 await AsyncPostgresSaver(connection).setup()
-                setup_store = AsyncPostgresStore(connection)
+                setup_store = AsyncPostgresStore(connection, index=index)
                 try:
                     await setup_store.setup()
                 finally:
                     await _stop_batching(setup_store)
                 has_vector = await _has_vector(connection)
             except psycopg.Error as err:
-                raise _unavailable(err) from err
+                raise _unavailable(err, url) from err
         finally:
             await connection.close()
         pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
@@ -176,8 +203,9 @@ class PostgresStorage:
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
         except psycopg.Error as err:
             await pool.close()
-            raise _unavailable(err) from err
-        return cls(pool, AsyncPostgresSaver(pool), AsyncPostgresStore(pool), has_vector)
+            raise _unavailable(err, url) from err
+        store = AsyncPostgresStore(pool, index=index)
+        return cls(pool, AsyncPostgresSaver(pool), store, has_vector)
 
     async def aclose(self) -> None:
         """Stops the store's batching and closes every connection of the pool."""
