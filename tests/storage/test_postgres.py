@@ -47,12 +47,12 @@ async def test_open_creates_the_tables_and_reports_pgvector(
         await storage.aclose()
     storage = await PostgresStorage.open(postgres_url)
     await storage.aclose()
-    tables = set(
-        postgres_server.sql(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'",
-            database=postgres_database,
-        ).split()
+    listed = await asyncio.to_thread(
+        postgres_server.sql,
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public'",
+        database=postgres_database,
     )
+    tables = set(listed.split())
     assert {"checkpoints", "checkpoint_blobs", "checkpoint_writes", "store"} <= tables
 
 
@@ -168,12 +168,13 @@ async def test_vectors_without_the_extension_are_permission_denied(
     if not postgres_server.has_vector:
         pytest.skip("the server has no pgvector (Debian's postgresql-NN-pgvector)")
     name = f"novector_{os.getpid()}"
-    postgres_server.sql(f"CREATE DATABASE {name} OWNER {APP_ROLE}")
+    # psql runs in a worker thread: the test's event loop is never held up.
+    await asyncio.to_thread(postgres_server.sql, f"CREATE DATABASE {name} OWNER {APP_ROLE}")
     try:
         with pytest.raises(PostgresUnavailable) as caught:
             await PostgresStorage.open(postgres_server.url(name), index=_index())
     finally:
-        postgres_server.sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await asyncio.to_thread(postgres_server.sql, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     assert caught.value.problem is PostgresProblem.PERMISSION_DENIED, caught.value
 
 
