@@ -17,6 +17,7 @@ import socket
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.postgres.base import PostgresIndexConfig
+import psycopg
 import pytest
 
 from custom_components.langgraph_conversation.storage.postgres import (
@@ -24,6 +25,7 @@ from custom_components.langgraph_conversation.storage.postgres import (
     PostgresStorage,
     PostgresUnavailable,
     check_connection,
+    classify,
 )
 
 from ..postgres import APP_ROLE, GUEST_PASSWORD, GUEST_ROLE, LOCKED_DATABASE, PostgresServer
@@ -222,6 +224,24 @@ async def test_tls_required_by_the_url_but_not_offered(
     """sslmode=require against a server without TLS: a TLS problem, not a password one."""
     error = await _problem(postgres_server.url(postgres_database, query="sslmode=require"))
     assert error.problem is PostgresProblem.TLS, error
+
+
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [
+        # A refused connection to a host whose name has "tls" and "ssl" in it.
+        (
+            'connection to server at "pg.tls-ssl.example" (127.0.0.1), port 5432 failed: '
+            "Connection refused",
+            PostgresProblem.REFUSED,
+        ),
+        ("SSL error: certificate verify failed", PostgresProblem.TLS),
+        ('FATAL:  database "x" does not exist', PostgresProblem.DATABASE_MISSING),
+    ],
+)
+def test_classify_reads_whole_phrases(message: str, problem: PostgresProblem) -> None:
+    """Messages libpq gives before any SQLSTATE are read by whole phrases, not hosts."""
+    assert classify(psycopg.OperationalError(message)) is problem
 
 
 @pytest.mark.parametrize(

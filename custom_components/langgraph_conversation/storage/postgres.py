@@ -63,9 +63,11 @@ class PostgresUnavailable(Exception):
 
 
 # Words of libpq's connection messages (they carry no SQLSTATE: the server never answered,
-# or answered before a session existed). Checked in this order.
+# or answered before a session existed). Checked in this order. Whole phrases, as a
+# message also quotes the host's name ("pg.tls-lab.example" must not read as TLS).
 _MESSAGE_PROBLEMS: tuple[tuple[tuple[str, ...], PostgresProblem], ...] = (
-    (("ssl", "certificate", "tls"), PostgresProblem.TLS),
+    (("does not support ssl", "ssl error", "ssl syscall", "ssl connection", "certificate",
+      "sslmode"), PostgresProblem.TLS),
     (("password authentication failed", "no password supplied", "authentication failed",
       "no pg_hba.conf entry"), PostgresProblem.AUTH_FAILED),
     (("does not exist",), PostgresProblem.DATABASE_MISSING),
