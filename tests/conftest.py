@@ -26,6 +26,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.setup import async_setup_component
 
 from .fakes import FakeOllamaServer, FakeOpenAIServer
+from .postgres import postgres_database, postgres_server, postgres_url  # noqa: F401
 
 TEST_MODEL = "gpt-test"
 TEST_KEY = "sk-test-0123456789abcdef"

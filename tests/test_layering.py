@@ -78,3 +78,35 @@ def test_the_check_sees_forbidden_imports() -> None:
         "storage",
         "agent",
     ]
+
+
+# Packages Home Assistant installs only for an entry that chooses PostgreSQL
+# (const.POSTGRES_REQUIREMENTS): imported by storage/postgres.py alone.
+_ON_DEMAND = (
+    "psycopg",
+    "psycopg_pool",
+    "langgraph.checkpoint.postgres",
+    "langgraph.store.postgres",
+)
+
+
+def _absolute_imports(source: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def test_postgres_packages_are_imported_by_one_module_only() -> None:
+    """The SQLite path never needs the on-demand PostgreSQL packages to import."""
+    broken = [
+        f"{path.relative_to(PACKAGE)}:{line} imports {module}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).as_posix() != "storage/postgres.py"
+        for line, module in _absolute_imports(path.read_text(encoding="utf-8"))
+        if any(module == name or module.startswith(f"{name}.") for name in _ON_DEMAND)
+    ]
+    assert broken == []

@@ -18,6 +18,7 @@ import sys
 from awesomeversion import AwesomeVersion
 import pytest
 
+from custom_components.langgraph_conversation.const import POSTGRES_REQUIREMENTS
 import homeassistant
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,6 +92,12 @@ def test_manifest_is_valid_for_hassfest() -> None:
     # SQLite is the standard library's: no SQLite package (langgraph-checkpoint-sqlite
     # needs sqlite-vec, which does not install on Home Assistant OS).
     assert not any("sqlite" in req for req in MANIFEST["requirements"])
+    # PostgreSQL's packages are installed on demand (const.POSTGRES_REQUIREMENTS), never
+    # for everyone.
+    assert not any(
+        req.startswith(("psycopg", "langgraph-checkpoint-postgres"))
+        for req in MANIFEST["requirements"]
+    )
 
 
 def test_hacs_json_is_valid() -> None:
@@ -170,3 +177,24 @@ def test_requirements_resolve_under_home_assistant_pins() -> None:
         for requirement in requirements:
             name = re.split(r"[<>=!~ ]", requirement, maxsplit=1)[0].lower()
             assert name in resolved, f"{name} missing from the resolution"
+
+
+@pytest.mark.registry
+def test_postgres_requirements_resolve_with_the_manifest() -> None:
+    """The on-demand PostgreSQL packages install beside the manifest's, glibc and musl."""
+    requirements = MANIFEST["requirements"] + POSTGRES_REQUIREMENTS
+    jobs = [(platforms, requirements) for platforms in PLATFORMS.values()]
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        reports = list(pool.map(lambda job: _resolve(*job), jobs))
+    for report in reports:
+        resolved = {
+            item["metadata"]["name"].lower(): item["metadata"]["version"]
+            for item in report["install"]
+        }
+        assert resolved["langgraph-checkpoint-postgres"] == "3.2.0"
+        assert resolved["psycopg"] == "3.3.9"
+        assert resolved["psycopg-binary"] == "3.3.9"
+        assert "psycopg-pool" in resolved
+        # The manifest's pins hold with the PostgreSQL packages beside them.
+        assert resolved["langgraph"] == "1.2.24"
+        assert resolved["litellm"] == "1.83.0"

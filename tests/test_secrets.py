@@ -51,6 +51,9 @@ from custom_components.langgraph_conversation.const import (
 from custom_components.langgraph_conversation.diagnostics import (
     async_get_config_entry_diagnostics,
 )
+
+# PostgreSQL storage's module, for its libraries' loggers (psycopg, psycopg.pool).
+import custom_components.langgraph_conversation.storage.postgres  # noqa: F401
 from homeassistant import config_entries
 from homeassistant.components import conversation
 from homeassistant.components.conversation.trace import async_get_traces
@@ -340,6 +343,7 @@ COVERED_PACKAGES = (
     "langchain_core",
     "langchain_litellm",
     "langgraph",
+    "psycopg",
     "custom_components.langgraph_conversation",
 )
 
@@ -362,6 +366,8 @@ async def test_every_logger_of_ours_and_the_libraries_redacts(
         if any(name == package or name.startswith(f"{package}.") for package in COVERED_PACKAGES)
     )
     assert "httpcore.connection" in names
+    # PostgreSQL storage's libraries (imported by this module) are covered too.
+    assert "psycopg.pool" in names
     assert "custom_components.langgraph_conversation.conversation" in names
     shapes = _sample(ALL_SHAPES, len(names))
     formatter = logging.Formatter("%(name)s %(message)s")

@@ -83,6 +83,13 @@ CONF_EMBEDDING_MODEL: Final = "embedding_model"
 CONF_EMBEDDING_API_KEY: Final = "embedding_api_key"
 CONF_EMBEDDING_API_BASE: Final = "embedding_api_base"
 MAX_CHECKPOINTS_KEPT: Final = 50
+# PostgreSQL storage (LangGraph's official saver and store): installed by Home Assistant
+# only for an entry that chooses it, so the default SQLite path installs nothing more.
+# tests/test_packaging.py resolves them with the manifest under each leg's pins.
+POSTGRES_REQUIREMENTS: Final = [
+    "langgraph-checkpoint-postgres==3.2.0",
+    "psycopg[binary,pool]==3.3.9",
+]
 MAX_THREAD_IDLE_DAYS: Final = 3650
 # Seconds one embedding request may take before search goes on with full text only.
 EMBEDDING_TIMEOUT: Final = 10

@@ -135,16 +135,71 @@ ensure_rootfs() {
     exec 8>&-
 }
 
+# Debian packages the tests use beyond Python, by suite: PostgreSQL (and its pgvector
+# build) for the storage tests, started by the test session itself. Installed with
+# apt-get into the existing root (a change here adds packages; it never rebuilds the root).
+rootfs_extra_packages() {
+    case "$1" in
+        trixie) echo "postgresql-17 postgresql-17-pgvector" ;;
+        sid) echo "postgresql-18 postgresql-18-pgvector" ;;
+    esac
+}
+
+# Installs (once per list) the suite's extra packages into the leg's root filesystem.
+ensure_rootfs_extras() {
+    local leg=$1 suite rootfs packages marker
+    suite=$(leg_param "$leg" suite)
+    rootfs=$(rootfs_dir "$leg")
+    packages=$(rootfs_extra_packages "$suite")
+    [ -n "$packages" ] || return 0
+    marker="$rootfs/.lgc-extras-$(echo "$packages" | sha256sum | cut -c1-12)"
+    [ -f "$marker" ] && return 0
+    exec 8>"$CACHE_ROOT/.rootfs-$suite.lock"
+    flock 8
+    if [ ! -f "$marker" ]; then
+        log "installing $packages into the Debian $suite root filesystem"
+        # No services start inside the root (policy-rc.d says no), and no default cluster
+        # is created: the tests make their own in a temporary folder.
+        unshare --mount --propagation private -- /bin/bash -c '
+            set -e
+            rootfs=$1; shift
+            mount --rbind /dev "$rootfs/dev"
+            mount -t proc proc "$rootfs/proc"
+            mkdir -p "$rootfs/etc/postgresql-common"
+            echo "create_main_cluster = false" >"$rootfs/etc/postgresql-common/createcluster.conf"
+            printf "#!/bin/sh\nexit 101\n" >"$rootfs/usr/sbin/policy-rc.d"
+            chmod +x "$rootfs/usr/sbin/policy-rc.d"
+            status=0
+            install() {
+                chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+                    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+            }
+            install "$@" || { chroot "$rootfs" apt-get update -qq && install "$@"; } || status=$?
+            rm -f "$rootfs/usr/sbin/policy-rc.d"
+            exit $status
+        ' lgc-extras "$rootfs" $packages >"$CACHE_ROOT/extras-$suite.log" 2>&1 ||
+            { exec 8>&-; die "installing $packages failed, see $CACHE_ROOT/extras-$suite.log"; }
+        touch "$marker"
+    fi
+    exec 8>&-
+}
+
+# Copies a file into place whole (a copy then a rename): two legs entering the same root
+# at once must never see the other's half-written CA bundle.
+copy_whole() {
+    cp -L "$1" "$2.$$.tmp" 2>/dev/null && mv -f "$2.$$.tmp" "$2" || { rm -f "$2.$$.tmp"; return 1; }
+}
+
 # Files that must be fresh in the root filesystem at every entry.
 refresh_rootfs_files() {
     local rootfs=$1 bundle
-    cp -L /etc/resolv.conf "$rootfs/etc/resolv.conf" 2>/dev/null || true
-    cp -L /etc/hosts "$rootfs/etc/hosts" 2>/dev/null || true
+    copy_whole /etc/resolv.conf "$rootfs/etc/resolv.conf" || true
+    copy_whole /etc/hosts "$rootfs/etc/hosts" || true
     # The machine's CA bundle, so pip works behind its TLS setup.
     for bundle in "${SSL_CERT_FILE:-}" /etc/ssl/certs/ca-certificates.crt; do
         if [ -n "$bundle" ] && [ -r "$bundle" ]; then
             mkdir -p "$rootfs/etc/ssl/certs"
-            cp -L "$bundle" "$rootfs/etc/ssl/certs/lgc-host-ca.crt"
+            copy_whole "$bundle" "$rootfs/etc/ssl/certs/lgc-host-ca.crt"
             break
         fi
     done
@@ -162,6 +217,7 @@ in_leg() {
         return $?
     fi
     ensure_rootfs "$leg"
+    ensure_rootfs_extras "$leg"
     local rootfs shared_dir
     rootfs=$(rootfs_dir "$leg")
     refresh_rootfs_files "$rootfs"
@@ -188,5 +244,5 @@ in_leg() {
         SSL_CERT_FILE=/etc/ssl/certs/lgc-host-ca.crt PIP_CERT=/etc/ssl/certs/lgc-host-ca.crt \
         REQUESTS_CA_BUNDLE=/etc/ssl/certs/lgc-host-ca.crt \
         LGC_PYTHON="/usr/bin/python$(leg_param "$leg" python)" LGC_REPO=/repo LGC_CACHE=/opt/lgc \
-        LGC_LEG="$leg" "${passthrough[@]}" /bin/bash -c 'cd /repo && exec "$@"' lgc-leg "$@"
+        LGC_LEG="$leg" LGC_POSTGRES_REQUIRED=1 "${passthrough[@]}" /bin/bash -c 'cd /repo && exec "$@"' lgc-leg "$@"
 }

@@ -1,8 +1,11 @@
-"""The same graphs on our saver and on langgraph-checkpoint-sqlite's: same states, same history.
+"""The same graphs on our saver and on a reference: same states, same history.
 
-Each scenario runs once per saver on fresh files. What LangGraph reads back (final state,
-every checkpoint of `aget_state_history`, pending tasks, interrupts) must be identical;
-checkpoint ids and timestamps are left out, they differ by construction.
+The references: langgraph-checkpoint-sqlite's saver, and LangGraph's PostgreSQL saver as
+storage/postgres.py opens it on the test server (tests/postgres.py), so the same turns on
+SQLite and PostgreSQL are shown to give the same states. Each scenario runs once per saver
+on fresh storage. What LangGraph reads back (final state, every checkpoint of
+`aget_state_history`, pending tasks, interrupts) must be identical; checkpoint ids and
+timestamps are left out, they differ by construction.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from langgraph.types import Command, Send, interrupt
 import pytest
 
 from custom_components.langgraph_conversation.storage.checkpointer import SqliteCheckpointSaver
+from custom_components.langgraph_conversation.storage.postgres import PostgresStorage
 
 from . import build_chat_graph, build_confirmation_graph, human, reference_saver
 
@@ -30,13 +34,22 @@ type Scenario = Callable[[BaseCheckpointSaver], Awaitable[list[Any]]]
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "thread-1"}}
 
 
-@pytest.fixture
-async def savers(tmp_path: Path) -> AsyncIterator[tuple[BaseCheckpointSaver, BaseCheckpointSaver]]:
-    """Ours and the reference, each on its own new file."""
+@pytest.fixture(params=["langgraph-sqlite", "postgres"])
+async def savers(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[BaseCheckpointSaver, BaseCheckpointSaver]]:
+    """Ours and the reference, each on its own new file or database."""
     ours = await SqliteCheckpointSaver.open(tmp_path / "ours.db")
     try:
-        async with reference_saver(tmp_path / "reference.db") as reference:
-            yield ours, reference
+        if request.param == "postgres":
+            storage = await PostgresStorage.open(request.getfixturevalue("postgres_url"))
+            try:
+                yield ours, storage.saver
+            finally:
+                await storage.aclose()
+        else:
+            async with reference_saver(tmp_path / "reference.db") as reference:
+                yield ours, reference
     finally:
         await ours.aclose()
 

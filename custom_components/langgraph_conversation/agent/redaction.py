@@ -73,6 +73,8 @@ _LOGGER_PREFIXES = (
     "langchain_core",
     "langchain_litellm",
     "langgraph",
+    # psycopg and its pool (PostgreSQL storage): their lines may quote a connection.
+    "psycopg",
     _OWN_PACKAGE,
 )
 # Shorter strings are no keys, and replacing them would mangle ordinary words.

@@ -1,0 +1,221 @@
+"""PostgreSQL through LangGraph's official saver and store (`langgraph-checkpoint-postgres`).
+
+This module knows psycopg and LangGraph only. Its packages are installed on demand (Home
+Assistant installs const.POSTGRES_REQUIREMENTS when a user chooses PostgreSQL), so it is
+imported only where PostgreSQL is used; the SQLite path never loads it.
+
+`PostgresStorage.open` first makes one plain connection: a failure there says exactly what
+is wrong (refused, password, database, TLS), which a connection pool's timeout would hide.
+The same connection then creates or migrates the saver's and the store's tables, which is
+also where a role without the right to create tables is found out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Self
+from urllib.parse import unquote, urlsplit
+
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.store.postgres.aio import AsyncPostgresStore
+from langgraph.store.postgres.base import PostgresIndexConfig
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+# Seconds a connection attempt may take (an address that drops packets would otherwise
+# keep a Configure dialog waiting for minutes).
+CONNECT_TIMEOUT = 10
+# Connections kept open for the saver and the store together; turns are few and short.
+POOL_MIN_SIZE = 1
+POOL_MAX_SIZE = 4
+# What LangGraph's saver and store require of every connection they use.
+_CONNECTION_SETTINGS: dict[str, Any] = {
+    "autocommit": True,
+    "prepare_threshold": 0,
+    "row_factory": dict_row,
+}
+
+
+class PostgresProblem(StrEnum):
+    """Why PostgreSQL cannot be used; each has its own sentence for the user."""
+
+    INVALID_URL = "invalid_url"
+    REFUSED = "refused"
+    UNREACHABLE = "unreachable"
+    AUTH_FAILED = "auth_failed"
+    DATABASE_MISSING = "database_missing"
+    PERMISSION_DENIED = "permission_denied"
+    TLS = "tls"
+    UNKNOWN = "unknown"
+
+
+class PostgresUnavailable(Exception):
+    """PostgreSQL could not be opened; `problem` says why (the message is psycopg's)."""
+
+    def __init__(self, problem: PostgresProblem, message: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+
+# Words of libpq's connection messages (they carry no SQLSTATE: the server never answered,
+# or answered before a session existed). Checked in this order. Whole phrases, as a
+# message also quotes the host's name ("pg.tls-lab.example" must not read as TLS).
+_MESSAGE_PROBLEMS: tuple[tuple[tuple[str, ...], PostgresProblem], ...] = (
+    (("does not support ssl", "ssl error", "ssl syscall", "ssl connection", "certificate",
+      "sslmode"), PostgresProblem.TLS),
+    (("password authentication failed", "no password supplied", "authentication failed",
+      "no pg_hba.conf entry"), PostgresProblem.AUTH_FAILED),
+    (("does not exist",), PostgresProblem.DATABASE_MISSING),
+    (("permission denied",), PostgresProblem.PERMISSION_DENIED),
+    (("connection refused",), PostgresProblem.REFUSED),
+    (("timeout expired", "could not translate host name", "no route to host",
+      "network is unreachable", "name or service not known"), PostgresProblem.UNREACHABLE),
+)  # fmt: skip
+# libpq's words for a URL it cannot read (no connection was tried).
+_MALFORMED_WORDS = (
+    "invalid dsn",
+    'missing "="',
+    "invalid uri",
+    "invalid connection option",
+    "invalid integer value",
+    "invalid sslmode value",
+    "invalid percent-encoded token",
+)
+_SQLSTATE_PROBLEMS: dict[str, PostgresProblem] = {
+    "28P01": PostgresProblem.AUTH_FAILED,  # invalid_password
+    "28000": PostgresProblem.AUTH_FAILED,  # invalid_authorization_specification
+    "3D000": PostgresProblem.DATABASE_MISSING,  # invalid_catalog_name
+    "42501": PostgresProblem.PERMISSION_DENIED,  # insufficient_privilege
+}
+
+
+def classify(error: BaseException) -> PostgresProblem:
+    """Which problem a psycopg error is, by its SQLSTATE where it has one, else its words."""
+    if problem := _SQLSTATE_PROBLEMS.get(getattr(error, "sqlstate", None) or ""):
+        return problem
+    message = str(error).lower()
+    if isinstance(error, ValueError) or any(word in message for word in _MALFORMED_WORDS):
+        return PostgresProblem.INVALID_URL
+    for words, problem in _MESSAGE_PROBLEMS:
+        if any(word in message for word in words):
+            return problem
+    return PostgresProblem.UNKNOWN
+
+
+def _password_forms(url: str) -> set[str]:
+    """The URL's password as typed and decoded (libpq may quote either in a message)."""
+    forms: set[str] = set()
+    try:
+        password = conninfo_to_dict(url).get("password")
+    except (psycopg.Error, ValueError):
+        password = None
+    try:
+        raw = urlsplit(url).password
+    except ValueError:
+        raw = None
+    for value in (password, raw):
+        if value:
+            forms |= {str(value), unquote(str(value))}
+    return {form for form in forms if form}
+
+
+def _unavailable(error: BaseException, url: str) -> PostgresUnavailable:
+    """The error as PostgresUnavailable; the URL's password never in its message."""
+    message = str(error).strip()
+    for form in sorted(_password_forms(url), key=len, reverse=True):
+        message = message.replace(form, "***")
+    return PostgresUnavailable(classify(error), message)
+
+
+async def _connect(url: str) -> psycopg.AsyncConnection[dict[str, Any]]:
+    try:
+        return await psycopg.AsyncConnection.connect(
+            url, connect_timeout=CONNECT_TIMEOUT, **_CONNECTION_SETTINGS
+        )
+    except (psycopg.Error, ValueError) as err:
+        raise _unavailable(err, url) from err
+
+
+async def _stop_batching(store: AsyncPostgresStore) -> None:
+    """Ends the store's batching task (the one reach into LangGraph's private parts here).
+
+    AsyncBatchedBaseStore (langgraph.store.base.batch, langgraph-checkpoint 4.x) runs its
+    queue in a task kept in `_task` that ends only when the store is garbage-collected;
+    there is no public way to stop it, and a task left behind outlives the pool it uses.
+    tests/storage/test_postgres.py checks the attribute is still there.
+    """
+    task = getattr(store, "_task", None)
+    if isinstance(task, asyncio.Task) and not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _has_vector(connection: psycopg.AsyncConnection[dict[str, Any]]) -> bool:
+    cursor = await connection.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+    return await cursor.fetchone() is not None
+
+
+@dataclass(slots=True)
+class PostgresStorage:
+    """LangGraph's saver and store on one connection pool to one database."""
+
+    pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]
+    saver: AsyncPostgresSaver
+    store: AsyncPostgresStore
+    # Whether the pgvector extension is in the database (vector search is possible).
+    has_vector: bool
+
+    @classmethod
+    async def open(cls, url: str, *, index: PostgresIndexConfig | None = None) -> Self:
+        """Connects, creates or migrates the tables, and opens the pool.
+
+        With `index` (dimensions, embedding function, fields), the store also keeps vectors
+        through pgvector (the extension is created if the role may, else that is
+        "permission denied"). Raises PostgresUnavailable with the reason when the database
+        cannot be used.
+        """
+        connection = await _connect(url)
+        try:
+            try:
+                await AsyncPostgresSaver(connection).setup()
+                setup_store = AsyncPostgresStore(connection, index=index)
+                try:
+                    await setup_store.setup()
+                finally:
+                    await _stop_batching(setup_store)
+                has_vector = await _has_vector(connection)
+            except psycopg.Error as err:
+                raise _unavailable(err, url) from err
+        finally:
+            await connection.close()
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
+            url,
+            min_size=POOL_MIN_SIZE,
+            max_size=POOL_MAX_SIZE,
+            kwargs={**_CONNECTION_SETTINGS, "connect_timeout": CONNECT_TIMEOUT},
+            open=False,
+        )
+        try:
+            await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        except psycopg.Error as err:
+            await pool.close()
+            raise _unavailable(err, url) from err
+        store = AsyncPostgresStore(pool, index=index)
+        return cls(pool, AsyncPostgresSaver(pool), store, has_vector)
+
+    async def aclose(self) -> None:
+        """Stops the store's batching and closes every connection of the pool."""
+        await _stop_batching(self.store)
+        await self.pool.close()
+
+
+async def check_connection(url: str) -> None:
+    """Opens and closes PostgreSQL storage at `url`; raises PostgresUnavailable if it fails."""
+    storage = await PostgresStorage.open(url)
+    await storage.aclose()

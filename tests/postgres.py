@@ -1,0 +1,238 @@
+"""A real PostgreSQL server for the tests: Debian's build, started once per test session.
+
+scripts/test installs Debian's `postgresql` (and its pgvector build) into each leg's root
+filesystem (scripts/lib/legs.sh); this module starts a server from it with its data
+directory in a temporary folder, listening on a Unix socket in that folder and on
+127.0.0.1 (the connection tests need TCP: TLS and passwords), and stops it when the
+session ends, whatever happened. Each test that asks for a database gets a fresh one.
+
+Where no PostgreSQL is installed (a run outside scripts/test's environment) the tests that
+need it are skipped with the reason; inside it (LGC_POSTGRES_REQUIRED=1) they fail instead,
+so a broken installation cannot pass as a skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+import itertools
+import os
+from pathlib import Path
+import random
+import shutil
+import subprocess
+import tempfile
+from urllib.parse import quote
+
+import pytest
+
+SUPERUSER_PASSWORD = "pg-super-0123456789"
+# The role the integration connects as: owns its databases, nothing else.
+APP_ROLE = "lgc"
+APP_PASSWORD = "lgc-secret-0123456789"
+# A role that may connect to its database but create nothing in it.
+GUEST_ROLE = "guest"
+GUEST_PASSWORD = "guest-secret-0123456789"
+LOCKED_DATABASE = "locked"
+_PORT_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresServer:
+    """A running server: where it listens and what it offers."""
+
+    port: int
+    socket_dir: Path
+    bin_dir: Path
+    # Whether the pgvector extension is installed (created in each test database).
+    has_vector: bool
+
+    def url(
+        self,
+        database: str,
+        *,
+        user: str = APP_ROLE,
+        password: str = APP_PASSWORD,
+        port: int | None = None,
+        query: str = "",
+    ) -> str:
+        """A connection URL over 127.0.0.1 (TCP, password authentication)."""
+        credentials = f"{quote(user, safe='')}:{quote(password, safe='')}"
+        address = f"127.0.0.1:{port or self.port}"
+        return f"postgresql://{credentials}@{address}/{database}{'?' + query if query else ''}"
+
+    def sql(self, statement: str, *, database: str = "postgres") -> str:
+        """Runs one statement as the superuser over the Unix socket; returns psql's output."""
+        return _run(
+            [
+                str(self.bin_dir / "psql"),
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                str(self.socket_dir),
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-d",
+                database,
+                "-c",
+                statement,
+            ]
+        ).strip()
+
+
+def _server_user() -> str | None:
+    """PostgreSQL refuses to run as root: as root, the server runs as Debian's `postgres`."""
+    return "postgres" if os.geteuid() == 0 else None
+
+
+def _run(command: list[str]) -> str:
+    result = subprocess.run(
+        command, user=_server_user(), capture_output=True, text=True, check=False, timeout=120
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"{Path(command[0]).name} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _bin_dir() -> Path | None:
+    """The newest installed server's programs (Debian keeps them per major version)."""
+    candidates = sorted(
+        (path.parent for path in Path("/usr/lib/postgresql").glob("*/bin/initdb")),
+        key=lambda path: int(path.parent.name) if path.parent.name.isdigit() else 0,
+    )
+    return candidates[-1] if candidates else None
+
+
+def _ports() -> Iterator[int]:
+    """Ports to try, one after another: the server's start fails on one that is taken.
+
+    (Probing with a socket is not possible here: Home Assistant's test plugin forbids
+    sockets outside tests that ask for them.)
+    """
+    generator = random.Random()
+    for _ in range(_PORT_ATTEMPTS):
+        yield generator.randrange(20000, 60000)
+
+
+def _log_tail(root: Path) -> str:
+    try:
+        return (root / "server.log").read_text(errors="replace")[-2000:]
+    except OSError:
+        return ""
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("LGC_POSTGRES_REQUIRED") == "1":
+        pytest.fail(f"PostgreSQL could not be provisioned here, where it must be: {reason}")
+    pytest.skip(f"no PostgreSQL server could be provisioned: {reason}")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole session, stopped and removed at its end."""
+    bin_dir = _bin_dir()
+    if bin_dir is None:
+        _unavailable("Debian's postgresql package is not installed (/usr/lib/postgresql/*/bin)")
+    root = Path(tempfile.mkdtemp(prefix="lgc-postgres-"))
+    if user := _server_user():
+        shutil.chown(root, user)
+    data = root / "data"
+    password_file = root / "superuser-password"
+    password_file.write_text(SUPERUSER_PASSWORD + "\n")
+    if user:
+        shutil.chown(password_file, user)
+    port = 0
+    started = False
+    try:
+        try:
+            _run(
+                [
+                    str(bin_dir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    "postgres",
+                    "-E",
+                    "UTF8",
+                    "--no-locale",
+                    "--auth-local=trust",
+                    "--auth-host=scram-sha-256",
+                    f"--pwfile={password_file}",
+                ]
+            )
+            for port in _ports():
+                # Durability is not under test: no fsync keeps the shared disk calm.
+                options = f"-k {root} -h 127.0.0.1 -p {port} -c fsync=off -c ssl=off"
+                try:
+                    _run(
+                        [
+                            str(bin_dir / "pg_ctl"),
+                            "-D",
+                            str(data),
+                            "-l",
+                            str(root / "server.log"),
+                            "-o",
+                            options,
+                            "-w",
+                            "-t",
+                            "60",
+                            "start",
+                        ]
+                    )
+                except RuntimeError:
+                    if "already in use" in _log_tail(root):
+                        continue
+                    raise
+                started = True
+                break
+            if not started:
+                _unavailable(f"no free port after {_PORT_ATTEMPTS} tries")
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as err:
+            _unavailable(f"{err}; server log: {_log_tail(root)}")
+        server = PostgresServer(port, root, bin_dir, has_vector=False)
+        server.sql(f"CREATE ROLE {APP_ROLE} LOGIN PASSWORD '{APP_PASSWORD}'")
+        server.sql(f"CREATE ROLE {GUEST_ROLE} LOGIN PASSWORD '{GUEST_PASSWORD}'")
+        # The guest may connect to this database but not create tables in it (since
+        # PostgreSQL 15 only the owner creates in the public schema).
+        server.sql(f"CREATE DATABASE {LOCKED_DATABASE}")
+        available = server.sql("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")
+        yield PostgresServer(port, root, bin_dir, has_vector=available == "1")
+    finally:
+        if started:
+            subprocess.run(
+                [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+                user=_server_user(),
+                capture_output=True,
+                check=False,
+                timeout=60,
+            )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+_databases = itertools.count()
+
+
+@pytest.fixture
+def postgres_database(postgres_server: PostgresServer, socket_enabled: None) -> Iterator[str]:
+    """A fresh database owned by the integration's role (with pgvector where installed)."""
+    name = f"test_{os.getpid()}_{next(_databases)}"
+    postgres_server.sql(f"CREATE DATABASE {name} OWNER {APP_ROLE}")
+    if postgres_server.has_vector:
+        # Creating an extension takes a superuser; the integration then only uses it.
+        postgres_server.sql("CREATE EXTENSION vector", database=name)
+    try:
+        yield name
+    finally:
+        postgres_server.sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer, postgres_database: str) -> str:
+    """The URL of a fresh database, as a user would type it into the options."""
+    return postgres_server.url(postgres_database)
