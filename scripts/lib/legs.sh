@@ -88,16 +88,68 @@ debian_mirror() {
 
 rootfs_dir() { echo "$CACHE_ROOT/rootfs-$(leg_param "$1" suite)"; }
 
+# Debian packages a suite's root filesystem gets on top of its Python, installed with
+# apt-get into the existing tree: changing this list extends a cached root filesystem
+# (and keeps the virtualenvs inside it) instead of building it anew. sid's llama.cpp-tools
+# provides llama-server, the real local model server of scripts/e2e and scripts/bench.
+rootfs_extras() {
+    case "$1" in
+        sid) echo "llama.cpp-tools" ;;
+    esac
+}
+
+# Installs the suite's extra packages into ROOTFS once per list (the caller holds the
+# root filesystem's lock). A failure is reported and tried again an hour later; the legs
+# themselves do not need these packages, so it does not stop them.
+ensure_rootfs_extras() {
+    local rootfs=$1 suite=$2 extras marker
+    extras=$(rootfs_extras "$suite")
+    [ -n "$extras" ] || return 0
+    marker="$rootfs/.lgc-extras-$(echo "$extras" | sha256sum | cut -c1-12)"
+    [ -f "$marker" ] && return 0
+    # After a failure, wait an hour before trying again (each try runs apt-get update).
+    if [ -n "$(find "$rootfs" -maxdepth 1 -name .lgc-extras-failed -mmin -60 2>/dev/null)" ]; then
+        return 0
+    fi
+    log "installing into the Debian $suite root filesystem: $extras"
+    # The machine's mirror may be a dated snapshot of the suite, whose Release file has
+    # expired: debootstrap does not mind, apt-get update needs telling.
+    refresh_rootfs_files "$rootfs"
+    # shellcheck disable=SC2086  # extras is a word list on purpose
+    if unshare --mount --propagation private -- /bin/bash -c '
+        set -e
+        rootfs=$1; shift
+        mount --rbind /dev "$rootfs/dev"
+        mount -t proc proc "$rootfs/proc"
+        exec chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+            DEBIAN_FRONTEND=noninteractive /bin/bash -c \
+            "apt-get update -q -o Acquire::Check-Valid-Until=false &&
+             apt-get install -y -q --no-install-recommends \$*" lgc-apt "$@"
+    ' lgc-extras "$rootfs" $extras >"$CACHE_ROOT/apt-extras-$suite.log" 2>&1; then
+        rm -f "$rootfs/.lgc-extras-failed"
+        touch "$marker"
+    else
+        touch "$rootfs/.lgc-extras-failed"
+        log "warning: could not install $extras into $rootfs (see $CACHE_ROOT/apt-extras-$suite.log); what needs them reports itself unavailable"
+    fi
+}
+
 # Builds (once) a minimal Debian root filesystem holding the leg's Python.
 ensure_rootfs() {
-    local leg=$1 suite minor rootfs mirror packages marker
+    local leg=$1 suite minor rootfs mirror packages marker extras extras_marker
     suite=$(leg_param "$leg" suite)
     minor=$(leg_param "$leg" python)
     rootfs=$(rootfs_dir "$leg")
     # A compiler and headers: a few test dependencies (pymicro-vad) ship only sources.
     packages="python$minor,python$minor-venv,python$minor-dev,g++,ca-certificates"
     marker="$rootfs/.lgc-ready-$(echo "$packages" | sha256sum | cut -c1-12)"
-    if [ -f "$marker" ]; then
+    extras=$(rootfs_extras "$suite")
+    extras_marker="$rootfs/.lgc-extras-$(echo "$extras" | sha256sum | cut -c1-12)"
+    if [ -f "$marker" ] && { [ -z "$extras" ] || [ -f "$extras_marker" ]; }; then
+        return 0
+    fi
+    # Only root can add the extras to a ready root filesystem; without them it still works.
+    if [ -f "$marker" ] && [ "$(id -u)" != 0 ]; then
         return 0
     fi
     [ "$(id -u)" = 0 ] || die "leg $leg needs Python $minor (>= $(leg_param "$leg" python_min)); install python$minor or run as root on Debian/Ubuntu so scripts/test can build one"
@@ -114,6 +166,7 @@ ensure_rootfs() {
     exec 8>"$CACHE_ROOT/.rootfs-$suite.lock"
     flock 8
     if [ -f "$marker" ]; then
+        ensure_rootfs_extras "$rootfs" "$suite"
         exec 8>&-
         return 0
     fi
@@ -132,6 +185,7 @@ ensure_rootfs() {
         die "debootstrap $suite failed, see $CACHE_ROOT/debootstrap-$suite.log"
     mkdir -p "$rootfs/repo" "$rootfs/shared" "$rootfs/opt/lgc"
     touch "$marker"
+    ensure_rootfs_extras "$rootfs" "$suite"
     exec 8>&-
 }
 
