@@ -222,7 +222,8 @@ in_leg() {
     shared_dir=$(cd "$REPO_ROOT/.." && pwd)/shared
     local -a passthrough=()
     local name
-    for name in LANGGRAPH_MODEL LANGGRAPH_API_KEY LANGGRAPH_API_BASE LGC_PYTEST_ARGS LGC_DEVELOP_PORT CI TERM; do
+    for name in LANGGRAPH_MODEL LANGGRAPH_API_KEY LANGGRAPH_API_BASE LGC_PYTEST_ARGS LGC_DEVELOP_PORT \
+        LGC_LOCAL_MODEL CI TERM; do
         [ -n "${!name:-}" ] && passthrough+=("$name=${!name}")
     done
     # A private mount namespace: every mount below disappears with the last process.
