@@ -112,9 +112,9 @@ ensure_rootfs_extras() {
         return 0
     fi
     log "installing into the Debian $suite root filesystem: $extras"
+    refresh_rootfs_files "$rootfs"
     # The machine's mirror may be a dated snapshot of the suite, whose Release file has
     # expired: debootstrap does not mind, apt-get update needs telling.
-    refresh_rootfs_files "$rootfs"
     # shellcheck disable=SC2086  # extras is a word list on purpose
     if unshare --mount --propagation private -- /bin/bash -c '
         set -e
