@@ -49,6 +49,11 @@ STEPS = [
     Step("(d) 'Unlock the front door' asks first; 'Yes' unlocks it (REST)", "confirm", "confirm"),
     Step("(e) anything else: says it is a scripted stand-in", "stand-in", "stand_in_says_so"),
     Step("(f) phone-sized screen: new conversation, light, weather, unlock", "phone", "phone"),
+    Step(
+        "(g) real local model (llama-server): streamed answer, prompt cache, window sentence",
+        "local-model",
+        "local_model",
+    ),
 ]
 DOCS_STEP = "phone"
 
@@ -62,6 +67,11 @@ def main() -> int:
     parser.add_argument("--marker", required=True, help="extra Chromium switch marking this run")
     parser.add_argument("--develop-pid", type=int, help="scripts/develop, to notice it dying")
     parser.add_argument("--docs-screenshot", type=Path, help="copy the chat screenshot here")
+    parser.add_argument(
+        "--local-model-port-file",
+        type=Path,
+        help="where scripts/develop --local-model writes llama-server's port",
+    )
     args = parser.parse_args()
     # SIGTERM from scripts/e2e's cleanup: unwind, so Chromium is closed properly.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -96,7 +106,7 @@ def main() -> int:
         browser_started = time.monotonic()
         with chromium(args.marker) as browser:
             page = browser.new_page(viewport=VIEWPORT)
-            steps = Steps(ha, browser, page, args.artifacts)
+            steps = Steps(ha, browser, page, args.artifacts, args.local_model_port_file)
             for index, step in enumerate(STEPS):
                 if (
                     not steps.run(step.name, step.slug, getattr(steps, step.method))

@@ -156,6 +156,11 @@ class HomeAssistant:
             raise ApiError(f"GET /api/states/{entity_id}: {response.status} {response.body}")
         return response.body
 
+    def request_state(self, entity_id: str) -> dict[str, Any] | None:
+        """The entity's state, or None while it does not exist."""
+        response = request(self.url(f"/api/states/{entity_id}"), token=self.token)
+        return response.body if response.status == 200 else None
+
     def states(self) -> list[dict[str, Any]]:
         response = request(self.url("/api/states"), token=self.token)
         if response.status != 200:
@@ -170,6 +175,29 @@ class HomeAssistant:
         if response.status != 200:
             raise ApiError(f"{domain}.{service}: {response.status} {response.body}")
         return response.body
+
+    def flow(self, path: str, handler: Any, user_input: dict[str, Any]) -> dict[str, Any]:
+        """A one-form flow (config entry or subentry) through the HTTP API, as the UI does.
+
+        `path` is the flow index, e.g. /api/config/config_entries/flow; the answer must be
+        the created entry.
+        """
+        started = request(
+            self.url(path),
+            data={"handler": handler, "show_advanced_options": False},
+            token=self.token,
+        )
+        if started.status != 200 or started.body.get("type") != "form":
+            raise ApiError(f"starting {path} for {handler}: {started.status} {started.body}")
+        done = request(
+            self.url(f"{path}/{started.body['flow_id']}"),
+            data=user_input,
+            token=self.token,
+            timeout=180,  # the config flow's check request reaches the model
+        )
+        if done.status != 200 or done.body.get("type") != "create_entry":
+            raise ApiError(f"{path} for {handler}: {done.status} {done.body}")
+        return done.body
 
     def wait_for_state(self, entity_id: str, wanted: str, timeout: float = 15) -> dict[str, Any]:
         """The entity's state once it is `wanted` (demo locks take two seconds)."""

@@ -136,12 +136,14 @@ ensure_rootfs() {
 }
 
 # Debian packages the tests use beyond Python, by suite: PostgreSQL (and its pgvector
-# build) for the storage tests, started by the test session itself. Installed with
-# apt-get into the existing root (a change here adds packages; it never rebuilds the root).
+# build) for the storage tests, started by the test session itself; on sid also
+# llama.cpp-tools, whose llama-server is the real local model server of scripts/e2e and
+# scripts/bench. Installed with apt-get into the existing root (a change here adds
+# packages; it never rebuilds the root or the virtualenvs inside it).
 rootfs_extra_packages() {
     case "$1" in
         trixie) echo "postgresql-17 postgresql-17-pgvector" ;;
-        sid) echo "postgresql-18 postgresql-18-pgvector" ;;
+        sid) echo "postgresql-18 postgresql-18-pgvector llama.cpp-tools" ;;
     esac
 }
 
@@ -174,7 +176,12 @@ ensure_rootfs_extras() {
                 chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
                     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
             }
-            install "$@" || { chroot "$rootfs" apt-get update -qq && install "$@"; } || status=$?
+            # The mirror may be a dated snapshot whose Release file has expired:
+            # debootstrap does not mind, apt-get update needs telling.
+            install "$@" || {
+                chroot "$rootfs" apt-get update -qq -o Acquire::Check-Valid-Until=false &&
+                    install "$@"
+            } || status=$?
             rm -f "$rootfs/usr/sbin/policy-rc.d"
             exit $status
         ' lgc-extras "$rootfs" $packages >"$CACHE_ROOT/extras-$suite.log" 2>&1 ||
@@ -224,7 +231,8 @@ in_leg() {
     shared_dir=$(cd "$REPO_ROOT/.." && pwd)/shared
     local -a passthrough=()
     local name
-    for name in LANGGRAPH_MODEL LANGGRAPH_API_KEY LANGGRAPH_API_BASE LGC_PYTEST_ARGS LGC_DEVELOP_PORT CI TERM; do
+    for name in LANGGRAPH_MODEL LANGGRAPH_API_KEY LANGGRAPH_API_BASE LGC_PYTEST_ARGS LGC_DEVELOP_PORT \
+        LGC_LOCAL_MODEL CI TERM; do
         [ -n "${!name:-}" ] && passthrough+=("$name=${!name}")
     done
     # A private mount namespace: every mount below disappears with the last process.

@@ -90,6 +90,8 @@ class ModelErrorKind(StrEnum):
     CONNECTION = "connection"
     SERVER = "server"
     BAD_REQUEST = "bad_request"
+    # The request does not fit the model's context window (a 400 of its own kind).
+    CONTEXT_WINDOW = "context_window"
     UNKNOWN = "unknown"
 
 
@@ -169,19 +171,42 @@ def _provider_status(chain: list[BaseException]) -> int | None:
     return None
 
 
+# How providers say a request is larger than the model's window, in the body of their 400:
+# OpenAI's error code, llama.cpp's llama-server error type (and its message), LiteLLM's
+# own class for the cases it recognises.
+_WINDOW_MARKERS = (
+    "context_length_exceeded",
+    "exceed_context_size_error",
+    "exceeds the available context size",
+)
+
+
+def _is_window_error(chain: list[BaseException]) -> bool:
+    for exc in chain:
+        if isinstance(exc, litellm.ContextWindowExceededError):
+            return True
+        if getattr(exc, "status_code", None) == 400 or isinstance(exc, litellm.BadRequestError):
+            text = str(exc)
+            if any(marker in text for marker in _WINDOW_MARKERS):
+                return True
+    return False
+
+
 def classify_error(err: BaseException) -> ModelErrorKind:
     """Map an exception raised by a LiteLLM call to a ModelErrorKind.
 
-    In order: a timeout anywhere in the chain; a transport failure; the provider's HTTP
-    status; LiteLLM's connection wrapper; LiteLLM's own status (1.83 raises
-    BadRequestError for statuses it does not map, with the real status in
-    `status_code`); the exception class.
+    In order: a timeout anywhere in the chain; a transport failure; a request over the
+    model's context window; the provider's HTTP status; LiteLLM's connection wrapper;
+    LiteLLM's own status (1.83 raises BadRequestError for statuses it does not map, with
+    the real status in `status_code`); the exception class.
     """
     chain = _chain(err)
     if any(isinstance(exc, _TIMEOUTS) for exc in chain):
         return ModelErrorKind.TIMEOUT
     if any(isinstance(exc, _TRANSPORT_FAILURES) for exc in chain):
         return ModelErrorKind.CONNECTION
+    if _is_window_error(chain):
+        return ModelErrorKind.CONTEXT_WINDOW
     if (status := _provider_status(chain)) is not None:
         return _kind_from_status(status) or ModelErrorKind.UNKNOWN
     if any(isinstance(exc, _CONNECTION_WRAPPERS) for exc in chain):
