@@ -37,6 +37,10 @@ import openai
 from . import LOGGING_POOL, freeze_long_lived_objects
 from .redaction import PLACEHOLDER, SECRET_FILTER
 
+# Imported for its effect: on the LiteLLM version it was written for, Ollama requests
+# carry the tool-call history again (see the module).
+from .upstream import litellm_ollama  # noqa: F401
+
 _LOGGER = logging.getLogger(__name__)
 
 
