@@ -48,6 +48,7 @@ from .model import (
     classify_error,
     to_model_error,
 )
+from .ollama import bounded_settings
 from .prompts import PromptLayers, base_prompt
 from .quoting import quoted, quoted_flagged
 from .roles import ModelCache, RoleAccesses
@@ -478,7 +479,9 @@ class AgentRuntime:
         request, request_flags = guarded_request(turn)
         for event in (*turn.flagged, *flagged, *request_flags):
             yield event
-        roles = self.models.roles(self.access, turn.roles, turn.settings)
+        # The window is bounded by what the model holds (Ollama's /api/show, cached).
+        settings = await bounded_settings(self.access, turn.settings)
+        roles = self.models.roles(self.access, turn.roles, settings)
         context = replace(
             TurnContext.create(
                 prompt,
