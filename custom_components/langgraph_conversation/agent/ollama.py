@@ -97,6 +97,13 @@ async def bounded_settings(access: ModelAccess, settings: ModelSettings) -> Mode
     return replace(settings, context_window=length)
 
 
+def window_of(access: ModelAccess, settings: ModelSettings) -> int | None:
+    """The window a request to this model is sent with; None when the provider takes none."""
+    if provider_of(access.model) != "ollama_chat":
+        return None
+    return settings.context_window
+
+
 def forget_context_lengths() -> None:
     """Forget every cached lookup (a test's fresh start)."""
     _KNOWN.clear()
