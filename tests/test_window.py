@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_capture_events
 
+from custom_components.langgraph_conversation.agent.history import SUMMARY_INSTRUCTIONS
 from custom_components.langgraph_conversation.agent.prompts import PromptLayers
 from custom_components.langgraph_conversation.agent.window import (
     WindowPlan,
@@ -327,3 +328,25 @@ async def test_no_issue_when_the_count_matches(
     assert not any(m.truncated for m in ollama_server.prompts)
     assert not [e for e in events if e.data["type"] == "prompt_truncated"]
     assert not ir.async_get(hass).async_get_issue(DOMAIN, issue_id(next(iter(entry.subentries))))
+
+
+async def test_old_turns_are_summarised_within_the_window(
+    hass: HomeAssistant, ollama_server: FakeOllamaServer
+) -> None:
+    """The history budget (4,000 by default) is held to what a small window leaves."""
+    entry = await _entry(
+        hass,
+        ollama_server,
+        **{CONF_AGENT_KIND: "chatbot", CONF_CONTEXT_WINDOW: 2048, CONF_MAX_TOKENS: 64},
+    )
+    for n in range(14):
+        ollama_server.add_text(f"Noted {n}. " + "fine " * 60)
+        await _ask(hass, entry, f"Fact number {n}: " + "the garden needs water " * 15, "garden")
+    # About 2,400 tokens of history, below 4,000, yet summarised: the window leaves less.
+    await ollama_server.wait_for_requests(15)
+    summaries = [
+        r
+        for r in ollama_server.requests
+        if r["messages"][0]["content"].startswith(SUMMARY_INSTRUCTIONS[:40])
+    ]
+    assert summaries
