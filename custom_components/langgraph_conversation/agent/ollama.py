@@ -102,9 +102,3 @@ def window_of(access: ModelAccess, settings: ModelSettings) -> int | None:
     if provider_of(access.model) != "ollama_chat":
         return None
     return settings.context_window
-
-
-def forget_context_lengths() -> None:
-    """Forget every cached lookup (a test's fresh start)."""
-    _KNOWN.clear()
-    _FAILED.clear()
