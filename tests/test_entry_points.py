@@ -156,6 +156,35 @@ async def test_ollama_model(hass: HomeAssistant, ollama_server: FakeOllamaServer
     assert [m["role"] for m in ollama_server.requests[1]["messages"]][-1] == "tool"
 
 
+async def test_ollama_tool_round_keeps_its_calls(
+    hass: HomeAssistant, ollama_server: FakeOllamaServer
+) -> None:
+    """The second request of a tool round carries the assistant's calls and the result's id.
+
+    LiteLLM 1.83.0 alone drops both (agent/upstream/litellm_ollama.py); without them the
+    model reads a result it has no record of asking for.
+    """
+    assert await async_setup_component(hass, "homeassistant", {})
+    entry = await _ollama_entry(hass, ollama_server)
+    add_light(hass, "kitchen", "Kitchen Light", exposed=True)
+    async_mock_service(hass, "light", "turn_on")
+    tool = await assist_tool_name(hass, "HassTurnOn")
+    ollama_server.add_tool_calls([ToolCall(tool, {"name": "Kitchen Light"})])
+    ollama_server.add_text("Done.")
+    await conversation.async_converse(
+        hass, "Kitchen light on", None, Context(), agent_id=agent_entity_id(hass, entry)
+    )
+    second = ollama_server.requests[1]["messages"]
+    assistant, result = second[-2], second[-1]
+    assert assistant["role"] == "assistant"
+    [call] = assistant["tool_calls"]
+    assert call["function"] == {"name": tool, "arguments": {"name": "Kitchen Light"}}
+    assert call["id"]
+    assert result["role"] == "tool"
+    assert result["tool_call_id"] == call["id"]
+    assert result["tool_name"] == tool
+
+
 async def test_unload_and_reload(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:

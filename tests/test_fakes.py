@@ -617,6 +617,83 @@ async def test_ollama_first_byte_delay_times_out(
         await litellm.acompletion(**ollama_call(ollama_fake, timeout=0.3))
 
 
+# -- Ollama's window, counted prompt and keep-alive ----------------------------------
+
+LONG_USER = [{"role": "user", "content": "x" * 4000}]  # 1,006 tokens with the role lines
+
+
+async def test_ollama_counts_the_prompt_it_was_sent(
+    socket_enabled: None, ollama_fake: FakeOllamaServer
+) -> None:
+    """prompt_eval_count is the rendered prompt's tokens (four characters each)."""
+    ollama_fake.add_text("Hi")
+    response = await litellm.acompletion(**ollama_call(ollama_fake, tools=TOOLS))
+    [measure] = ollama_fake.prompts
+    rendered = f"<|tools|>\n{json.dumps(TOOLS)}\n<|user|>\n{USER[0]['content']}\n<|assistant|>\n"
+    assert measure.tokens == -(-len(rendered) // 4)
+    assert response.usage.prompt_tokens == measure.evaluated == measure.tokens
+    # No window named: Ollama's own default.
+    assert measure.window == 4096
+
+
+async def test_ollama_applies_the_window_it_was_sent(
+    socket_enabled: None, ollama_fake: FakeOllamaServer
+) -> None:
+    """num_ctx is the window, bounded by the model's own length; over it, half is kept."""
+    ollama_fake.context_length = 6000
+    for window in (512, 2048, 32768):
+        await litellm.acompletion(**ollama_call(ollama_fake, messages=LONG_USER, num_ctx=window))
+    windows = [(m.window, m.truncated, m.evaluated) for m in ollama_fake.prompts]
+    assert windows == [(512, True, 256), (2048, False, 1006), (6000, False, 1006)]
+
+
+async def test_ollama_may_refuse_an_over_long_prompt(
+    socket_enabled: None, ollama_fake: FakeOllamaServer
+) -> None:
+    """Some models refuse instead of cutting: HTTP 400, and no scripted reply is used."""
+    ollama_fake.overflow = "refuse"
+    ollama_fake.add_text("never read")
+    with pytest.raises(litellm.APIConnectionError, match="exceeds the context length"):
+        await litellm.acompletion(**ollama_call(ollama_fake, messages=LONG_USER, num_ctx=512))
+    assert ollama_fake.pending_replies == 1
+
+
+async def test_ollama_show_reports_the_context_length(
+    socket_enabled: None, ollama_fake: FakeOllamaServer
+) -> None:
+    ollama_fake.context_length = 32768
+    async with httpx.AsyncClient() as client:
+        shown = await client.post(f"{ollama_fake.base_url}/api/show", json={"model": "qwen3"})
+    assert shown.json()["model_info"]["llama.context_length"] == 32768
+
+
+async def test_ollama_keeps_the_model_loaded_as_asked(
+    socket_enabled: None, ollama_fake: FakeOllamaServer
+) -> None:
+    """keep_alive: -1 keeps it, 0 unloads at once; a cold model reports its load time."""
+    await litellm.acompletion(**ollama_call(ollama_fake, keep_alive=-1))
+    await litellm.acompletion(**ollama_call(ollama_fake, keep_alive=-1))
+    assert ollama_fake.loaded_models() == ["llama3.2:latest"]
+    async with httpx.AsyncClient() as client:
+        listed = (await client.get(f"{ollama_fake.base_url}/api/ps")).json()
+        assert [m["name"] for m in listed["models"]] == ["llama3.2:latest"]
+        await litellm.acompletion(**ollama_call(ollama_fake, keep_alive=0))
+        assert ollama_fake.loaded_models() == []
+        cold = await client.post(
+            f"{ollama_fake.base_url}/api/chat",
+            json={"model": "llama3.2", "messages": USER, "stream": False},
+        )
+        warm = await client.post(
+            f"{ollama_fake.base_url}/api/chat",
+            json={"model": "llama3.2", "messages": USER, "stream": False},
+        )
+    assert cold.json()["load_duration"] > 0
+    assert warm.json()["load_duration"] == 0
+    # Ollama's default keep-alive is five minutes: still loaded.
+    assert ollama_fake.loaded_models() == ["llama3.2:latest"]
+    assert [r.get("keep_alive") for r in ollama_fake.requests] == [-1, -1, 0, None, None]
+
+
 # -- Ollama server through the official ollama client --------------------------------
 
 

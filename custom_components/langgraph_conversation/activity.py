@@ -19,7 +19,13 @@ from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.util import ulid as ulid_util
 
-from .agent.events import TextFlagged, ToolCall, ToolCallFinished
+from .agent.events import (
+    PromptTruncated,
+    RequestTrimmed,
+    TextFlagged,
+    ToolCall,
+    ToolCallFinished,
+)
 from .agent.hooks import TurnFailed, TurnHooks, TurnStarted, TurnSummary
 from .agent.injection import Finding, pattern_ids
 from .agent.redaction import redact_data
@@ -120,6 +126,31 @@ class ActivityReporter(TurnHooks):
             "flagged",
             {"flags": [flag_entry(flagged)]},
             {"flag_positions": _where(flagged.findings)},
+        )
+
+    def on_request_trimmed(self, trimmed: RequestTrimmed) -> None:
+        """A request was trimmed to fit the model's context window (what, not words)."""
+        self._report(
+            "request_trimmed",
+            {
+                "window": trimmed.window,
+                "tokens": trimmed.tokens,
+                "history_dropped": trimmed.history_dropped,
+                "compacted": trimmed.compacted,
+                "tools_dropped": list(trimmed.tools_dropped),
+                "fits": trimmed.fits,
+            },
+        )
+
+    def on_prompt_truncated(self, truncated: PromptTruncated) -> None:
+        """The model's server cut the prompt to its window."""
+        self._report(
+            "prompt_truncated",
+            {
+                "window": truncated.window,
+                "sent_tokens": truncated.sent,
+                "evaluated_tokens": truncated.evaluated,
+            },
         )
 
     def on_error(self, failed: TurnFailed) -> None:

@@ -44,7 +44,13 @@ from .agent.embeddings import (
     warm_up_embeddings,
 )
 from .agent.graph import AgentKind
-from .agent.model import ModelAccess, ModelError, ModelErrorKind, async_check_access
+from .agent.model import (
+    ModelAccess,
+    ModelError,
+    ModelErrorKind,
+    async_check_access,
+    provider_of,
+)
 from .const import (
     CHECKPOINTS_KEPT_PER_THREAD,
     CONF_ACTIVITY_CONTENTS,
@@ -55,6 +61,7 @@ from .const import (
     CONF_CHECKPOINTS_KEPT,
     CONF_COMPACT_CONTEXT,
     CONF_CONFIRM_ENTITIES,
+    CONF_CONTEXT_WINDOW,
     CONF_CONTINUE_MINUTES,
     CONF_CONTINUE_TEXT,
     CONF_EMBEDDING_API_BASE,
@@ -63,6 +70,7 @@ from .const import (
     CONF_FALLBACK_MODEL,
     CONF_FAST_MODEL,
     CONF_HISTORY_BUDGET,
+    CONF_KEEP_ALIVE,
     CONF_LEARN_MEMORIES,
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
@@ -75,26 +83,36 @@ from .const import (
     CONF_SAFETY_CHECK,
     CONF_SEARCH_KNOWLEDGE,
     CONF_TEMPERATURE,
+    CONF_THINK,
     CONF_THREAD_IDLE_DAYS,
     CONF_TOOL_CATEGORIES,
     DEFAULT_AGENT_KIND,
     DEFAULT_AI_TASK_NAME,
     DEFAULT_AI_TASK_TEMPERATURE,
+    DEFAULT_CONTEXT_WINDOW,
     DEFAULT_CONTINUE_MINUTES,
     DEFAULT_CONTINUE_TEXT,
     DEFAULT_CONVERSATION_NAME,
     DEFAULT_HISTORY_BUDGET,
+    DEFAULT_KEEP_ALIVE,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_MODEL_RETRIES,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TEMPERATURE,
+    DEFAULT_THINK,
     DEFAULT_TOOL_CATEGORIES,
     DOMAIN,
     MAX_CHECKPOINTS_KEPT,
+    MAX_CONTEXT_WINDOW,
+    MAX_KEEP_ALIVE,
     MAX_THREAD_IDLE_DAYS,
+    MIN_CONTEXT_WINDOW,
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
+    THINK_DEFAULT,
+    THINK_OFF,
+    THINK_ON,
     THREAD_IDLE_DAYS,
     VALIDATION_TIMEOUT,
 )
@@ -285,7 +303,38 @@ def _role_options(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return cleaned if CONF_MODEL in cleaned else None
 
 
-def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
+def _ollama_fields() -> dict[Any, Any]:
+    """The options of Ollama's native API (`ollama_chat/` models), as Home Assistant's
+    own Ollama agent has them; other providers never receive them."""
+    return {
+        vol.Optional(CONF_CONTEXT_WINDOW, default=DEFAULT_CONTEXT_WINDOW): NumberSelector(
+            NumberSelectorConfig(
+                min=MIN_CONTEXT_WINDOW,
+                max=MAX_CONTEXT_WINDOW,
+                step=1,
+                mode=NumberSelectorMode.BOX,
+            )
+        ),
+        vol.Optional(CONF_KEEP_ALIVE, default=DEFAULT_KEEP_ALIVE): NumberSelector(
+            NumberSelectorConfig(
+                min=-1,
+                max=MAX_KEEP_ALIVE,
+                step=1,
+                unit_of_measurement="s",
+                mode=NumberSelectorMode.BOX,
+            )
+        ),
+        vol.Optional(CONF_THINK, default=DEFAULT_THINK): SelectSelector(
+            SelectSelectorConfig(
+                options=[THINK_DEFAULT, THINK_ON, THINK_OFF],
+                mode=SelectSelectorMode.DROPDOWN,
+                translation_key=CONF_THINK,
+            )
+        ),
+    }
+
+
+def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False) -> vol.Schema:
     apis = [SelectOptionDict(label=api.name, value=api.id) for api in llm.async_get_apis(hass)]
     fields: dict[Any, Any] = {}
     if is_new:
@@ -344,6 +393,7 @@ def _agent_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
             vol.Optional(CONF_MODEL_RETRIES, default=DEFAULT_MODEL_RETRIES): NumberSelector(
                 NumberSelectorConfig(min=0, max=5, step=1, mode=NumberSelectorMode.BOX)
             ),
+            **(_ollama_fields() if native_ollama else {}),
             vol.Optional(CONF_FAST_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
             vol.Optional(CONF_FALLBACK_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
             vol.Optional(CONF_ACTIVITY_CONTENTS, default=False): BooleanSelector(),
@@ -375,6 +425,8 @@ def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str,
         CONF_HISTORY_BUDGET,
         CONF_CONTINUE_MINUTES,
         CONF_MODEL_RETRIES,
+        CONF_CONTEXT_WINDOW,
+        CONF_KEEP_ALIVE,
     ):
         if key in options:
             options[key] = int(options[key])
@@ -433,7 +485,8 @@ class AgentSubentryFlow(_OptionsSubentryFlow):
     defaults = DEFAULT_AGENT_OPTIONS
 
     def _schema(self, is_new: bool) -> vol.Schema:
-        return _agent_schema(self.hass, is_new)
+        native_ollama = provider_of(self._get_entry().data[CONF_MODEL]) == "ollama_chat"
+        return _agent_schema(self.hass, is_new, native_ollama)
 
     def _options(self, user_input: dict[str, Any]) -> dict[str, Any]:
         return _agent_options(self.hass, user_input)

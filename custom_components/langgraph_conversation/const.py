@@ -33,6 +33,11 @@ CONF_MODEL_RETRIES: Final = "model_retries"
 CONF_AGENT_KIND: Final = "agent_kind"
 CONF_BASE_PROMPT: Final = "base_prompt"
 CONF_SEARCH_KNOWLEDGE: Final = "search_knowledge"
+# Ollama's native API (`ollama_chat/` models) only, as Home Assistant's own Ollama agent:
+# the context window, how long the model stays loaded, and whether it thinks first.
+CONF_CONTEXT_WINDOW: Final = "num_ctx"
+CONF_KEEP_ALIVE: Final = "keep_alive"
+CONF_THINK: Final = "think"
 
 # Agent kinds (agent/graph.py AgentKind): the assistant acts with tools, the chatbot only
 # talks, rag answers from the agent's documents.
@@ -58,6 +63,20 @@ DEFAULT_CONTINUE_MINUTES: Final = 5
 # Text clients (chat panel, API) start fresh unless the agent says otherwise.
 DEFAULT_CONTINUE_TEXT: Final = False
 DEFAULT_TOOL_CATEGORIES: Final = ["entities", "lights", "media", "weather"]
+# Ollama: the window sent with every request (bounded by the model's own context length);
+# without one, Ollama uses 4,096 tokens on machines with less than 24 GiB of GPU memory.
+DEFAULT_CONTEXT_WINDOW: Final = 8192
+MIN_CONTEXT_WINDOW: Final = 2048
+MAX_CONTEXT_WINDOW: Final = 131072
+# Seconds Ollama keeps the model loaded after a request; -1 keeps it loaded (the next
+# voice command does not wait for the model to load), 0 unloads it at once.
+DEFAULT_KEEP_ALIVE: Final = -1
+MAX_KEEP_ALIVE: Final = 86400
+# Thinking of reasoning models: the model's own default, always, or never.
+THINK_DEFAULT: Final = "default"
+THINK_ON: Final = "on"
+THINK_OFF: Final = "off"
+DEFAULT_THINK: Final = THINK_DEFAULT
 
 # Seconds the config flow waits for its one validation request.
 VALIDATION_TIMEOUT: Final = 30

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
 import logging
 from pathlib import Path
@@ -77,6 +77,7 @@ from .tools.effects import EffectGate
 from .tools.ha_llm_api import tools_from_llm_api
 from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice
 from .tools.registry import ToolContext, as_langchain_tools
+from .window_issue import WindowIssueReporter, clear_window_issue
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -282,12 +283,32 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         """Any language the model speaks."""
         return MATCH_ALL
 
+    async def async_added_to_hass(self) -> None:
+        """Set up again (new options, a restart): an earlier window issue may be solved."""
+        await super().async_added_to_hass()
+        clear_window_issue(self.hass, self.subentry.subentry_id)
+
     def _system_prompt(self, chat_log: conversation.ChatLog) -> str:
         """Home Assistant's rendered prompt, with the compact home context if chosen."""
         prompt = chat_log.content[0].content
         if self._agent_kind.uses_tools and self.subentry.data.get(CONF_COMPACT_CONTEXT):
             prompt = compact_system_prompt(self.hass, prompt, chat_log.llm_api, conversation.DOMAIN)
         return prompt
+
+    def _compact_instructions(
+        self, chat_log: conversation.ChatLog, instructions: str
+    ) -> Callable[[], str] | None:
+        """The instructions with the compact home context, for a request too long for
+        the model's window (made only then); None when they are compact already."""
+        if not self._agent_kind.uses_tools or self.subentry.data.get(CONF_COMPACT_CONTEXT):
+            return None
+
+        def compact() -> str:
+            return compact_system_prompt(
+                self.hass, instructions, chat_log.llm_api, conversation.DOMAIN
+            )
+
+        return compact
 
     async def _async_handle_message(
         self,
@@ -333,24 +354,26 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         thread = await runtime.choose_thread(
             thread_request(self.subentry.subentry_id, user_input, chat_log, options), now
         )
+        # The agent's own tools may be left out of a request too long for the model's
+        # window; Home Assistant's Assist API tools stay (agent/window.py).
+        own_tools = as_langchain_tools(
+            TOOLS.specs(options.get(CONF_TOOL_CATEGORIES, []) if uses_tools else []),
+            ToolContext(
+                hass=self.hass,
+                context=turn_context,
+                language=user_input.language,
+                device_id=user_input.device_id,
+                assistant=conversation.DOMAIN,
+            ),
+        )
         turn = Turn(
             thread_id=thread.thread_id,
             text=request,
             system_prompt=system_prompt,
             settings=self._settings(),
-            tools=[
-                *tools_from_llm_api(self.hass, chat_log.llm_api),
-                *as_langchain_tools(
-                    TOOLS.specs(options.get(CONF_TOOL_CATEGORIES, []) if uses_tools else []),
-                    ToolContext(
-                        hass=self.hass,
-                        context=turn_context,
-                        language=user_input.language,
-                        device_id=user_input.device_id,
-                        assistant=conversation.DOMAIN,
-                    ),
-                ),
-            ],
+            tools=[*tools_from_llm_api(self.hass, chat_log.llm_api), *own_tools],
+            optional_tools=frozenset(tool.name for tool in own_tools),
+            compact_instructions=self._compact_instructions(chat_log, system_prompt),
             max_tool_rounds=options.get(CONF_MAX_TOOL_ROUNDS, DEFAULT_MAX_TOOL_ROUNDS),
             # What others said in a conversation id another party used too is theirs.
             earlier=() if thread.shared else earlier_content(chat_log, self.entity_id),
@@ -373,6 +396,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                     device_id=user_input.device_id,
                     include_contents=options.get(CONF_ACTIVITY_CONTENTS, False),
                 ),
+                WindowIssueReporter(self.hass, self.subentry.subentry_id, self.subentry.title),
             ),
             kind=self._agent_kind,
             base_prompt=options.get(CONF_BASE_PROMPT),

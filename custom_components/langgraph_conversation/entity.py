@@ -12,14 +12,25 @@ from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from .agent.model import ModelSettings
 from .const import (
+    CONF_CONTEXT_WINDOW,
+    CONF_KEEP_ALIVE,
     CONF_MAX_TOKENS,
     CONF_MODEL,
     CONF_REQUEST_TIMEOUT,
     CONF_TEMPERATURE,
+    CONF_THINK,
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_KEEP_ALIVE,
     DEFAULT_MAX_TOKENS,
     DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_THINK,
     DOMAIN,
+    THINK_OFF,
+    THINK_ON,
 )
+
+# The thinking option as Ollama's `think` field (None: not sent, the model decides).
+_THINK = {THINK_ON: True, THINK_OFF: False}
 
 
 def add_subentry_entities(
@@ -62,4 +73,9 @@ class SubentryEntity:
             temperature=options.get(CONF_TEMPERATURE, self.default_temperature),
             max_tokens=options.get(CONF_MAX_TOKENS, DEFAULT_MAX_TOKENS),
             request_timeout=options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT),
+            # Used by Ollama's native API only (agent/model.py `ollama_options`); agents
+            # saved before these options existed get the defaults.
+            context_window=int(options.get(CONF_CONTEXT_WINDOW, DEFAULT_CONTEXT_WINDOW)),
+            keep_alive=int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
+            think=_THINK.get(options.get(CONF_THINK, DEFAULT_THINK)),
         )

@@ -7,15 +7,37 @@ by Home Assistant's core integration calls (GET /api/tags, POST /api/chat, POST
 
 Streams are NDJSON: one JSON object per line, the last with `"done": true`, the
 done reason and Ollama's counters (token counts, durations in nanoseconds).
+
+Like a real Ollama where it matters for fitting a request into the model's window:
+
+- The prompt is counted: the request rendered as a chat template would (the tools as
+  JSON in the first turn, as Qwen- and Llama-style templates place them, then each message
+  as a role line, its content, and its tool calls as JSON), one token per
+  `chars_per_token` characters (default 4, rounded up): a deterministic stand-in for a
+  model's tokenizer, close to a real one on English text and JSON.
+- The window is the request's `options.num_ctx`, or `default_window` (4,096, Ollama's own
+  default on machines with less than 24 GiB of GPU memory) when it names none, bounded
+  by the model's context length (`context_length`, which /api/show reports).
+- A prompt over the window is cut to its last half window (`overflow = "truncate"`,
+  Ollama's default) or refused with HTTP 400 (`overflow = "refuse"`, as some models do).
+  `prompt_eval_count` reports the tokens evaluated: after a cut, fewer than were sent.
+- `keep_alive` (seconds; -1 forever, 0 unload at once; Ollama's default 5 minutes) says
+  how long the model stays loaded after a request; a request to a model that is not
+  loaded reports a `load_duration`. GET /api/ps lists the loaded models.
+
+`prompts` records what each chat request measured (window, tokens, evaluated), in order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 import hashlib
 import json
-from typing import Any, Final
+import math
+import time
+from typing import Any, Final, Literal
 
 from aiohttp import web
 
@@ -25,7 +47,14 @@ from .server import DISCONNECT, FakeModelServer, Frames, Handler
 OLLAMA_VERSION: Final = "0.12.6"
 # A chat template mentioning tools: LiteLLM's model info reads that as tool support.
 _TEMPLATE: Final = "{{- if .Tools }}{{ .Tools }}{{ end }}{{ .Prompt }}"
-_CONTEXT_LENGTH: Final = 8192
+# The model's own context length, as /api/show reports it (`context_length`).
+CONTEXT_LENGTH: Final = 8192
+# Ollama's window when a request names none, on a machine with < 24 GiB of GPU memory.
+DEFAULT_WINDOW: Final = 4096
+# Ollama's default keep-alive: five minutes.
+DEFAULT_KEEP_ALIVE: Final = 300.0
+# Nanoseconds a model load takes in the reported load_duration.
+_LOAD_NS: Final = 2_000_000_000
 _DETAILS: Final = {
     "parent_model": "",
     "format": "gguf",
@@ -52,6 +81,46 @@ def _line(data: Mapping[str, Any]) -> bytes:
     return json.dumps(data).encode() + b"\n"
 
 
+@dataclass(frozen=True, slots=True)
+class PromptMeasure:
+    """One chat request's prompt as the server measured it."""
+
+    window: int  # the context window applied
+    tokens: int  # the prompt's tokens as sent
+    evaluated: int  # the tokens read: all, or what is left after a cut
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the prompt was cut to fit the window."""
+        return self.evaluated < self.tokens
+
+
+def render_prompt(body: Mapping[str, Any]) -> str:
+    """The request as a chat template renders it: tools in the first turn, then messages."""
+    parts: list[str] = []
+    if tools := body.get("tools"):
+        parts.append("<|tools|>\n" + json.dumps(tools))
+    for message in body.get("messages") or ():
+        if not isinstance(message, Mapping):
+            continue
+        parts.append(f"<|{message.get('role', '')}|>\n{message.get('content') or ''}")
+        if calls := message.get("tool_calls"):
+            parts.append(json.dumps(calls))
+    return "\n".join(parts) + "\n<|assistant|>\n"
+
+
+def _keep_alive_seconds(value: Any) -> float | None:
+    """Seconds of a request's keep_alive (None: forever); Ollama takes numbers or "5m"."""
+    if value is None:
+        return DEFAULT_KEEP_ALIVE
+    if isinstance(value, str):
+        units = {"s": 1, "m": 60, "h": 3600}
+        number = float(value[:-1]) * units[value[-1]] if value[-1:] in units else float(value)
+    else:
+        number = float(value)
+    return None if number < 0 else number
+
+
 def _tool_call(index: int, call: ToolCall) -> dict[str, Any]:
     # Ollama sends arguments as an object, never as encoded JSON; a raw string from
     # add_raw_tool_call goes out as a string, which a real Ollama would never send.
@@ -67,14 +136,69 @@ class FakeOllamaServer(FakeModelServer):
 
     STREAM_CONTENT_TYPE = "application/x-ndjson"
 
+    def __init__(self) -> None:
+        super().__init__()
+        # None: /api/show reports no context length (and nothing bounds the window).
+        self.context_length: int | None = CONTEXT_LENGTH
+        self.default_window = DEFAULT_WINDOW
+        self.chars_per_token = 4.0
+        self.overflow: Literal["truncate", "refuse"] = "truncate"
+        self.prompts: list[PromptMeasure] = []
+        # Model name → when it unloads (monotonic seconds; None: never).
+        self._loaded: dict[str, float | None] = {}
+
     def _routes(self) -> list[tuple[str, str, Handler]]:
         return [
             ("POST", "/api/chat", self._handle_chat),
             ("GET", "/api/tags", self._tags),
             ("POST", "/api/show", self._show),
             ("POST", "/api/pull", self._pull),
+            ("GET", "/api/ps", self._ps),
             ("GET", "/api/version", self._version),
         ]
+
+    # -- the window --------------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        """The fake tokenizer: one token per `chars_per_token` characters, rounded up."""
+        return math.ceil(len(text) / self.chars_per_token)
+
+    def measure(self, body: Mapping[str, Any]) -> PromptMeasure:
+        """The window a request gets and how much of its prompt is read."""
+        options = body.get("options") or {}
+        asked = options.get("num_ctx") if isinstance(options, Mapping) else None
+        window = int(asked or self.default_window)
+        if self.context_length is not None:
+            window = min(window, self.context_length)
+        tokens = self.count_tokens(render_prompt(body))
+        return PromptMeasure(window, tokens, tokens if tokens <= window else window // 2)
+
+    def _prompt_refusal(self, body: Mapping[str, Any]) -> ErrorReply | None:
+        measure = self.measure(body)
+        self.prompts.append(measure)
+        if measure.truncated and self.overflow == "refuse":
+            return ErrorReply(status=400, message="the input length exceeds the context length")
+        return None
+
+    # -- keep-alive --------------------------------------------------------------------
+
+    def loaded_models(self) -> list[str]:
+        """The models loaded now (their keep-alive has not run out)."""
+        now = time.monotonic()
+        return sorted(m for m, until in self._loaded.items() if until is None or until > now)
+
+    def _load(self, body: Mapping[str, Any]) -> int:
+        """Mark the request's model loaded for its keep-alive; nanoseconds spent loading."""
+        model = _tagged(str(body.get("model", "")))
+        was_loaded = model in self.loaded_models()
+        keep = _keep_alive_seconds(body.get("keep_alive"))
+        self._loaded[model] = None if keep is None else time.monotonic() + keep
+        return 0 if was_loaded else _LOAD_NS
+
+    async def _ps(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"models": [{"name": m, "model": m, "details": _DETAILS} for m in self.loaded_models()]}
+        )
 
     def _knows_model(self, model: str) -> bool:
         return self.models is not None and _tagged(model) in {_tagged(m) for m in self.models}
@@ -112,7 +236,11 @@ class FakeOllamaServer(FakeModelServer):
                 "details": _DETAILS,
                 "model_info": {
                     "general.architecture": "llama",
-                    "llama.context_length": _CONTEXT_LENGTH,
+                    **(
+                        {"llama.context_length": self.context_length}
+                        if self.context_length is not None
+                        else {}
+                    ),
                 },
                 "capabilities": ["completion", "tools"],
                 "modified_at": "2025-01-01T00:00:00Z",
@@ -200,8 +328,16 @@ class FakeOllamaServer(FakeModelServer):
     def _done(
         self, body: Mapping[str, Any], reply: Reply, message: Mapping[str, Any]
     ) -> dict[str, Any]:
-        """The final object: message, done reason and Ollama's counters."""
-        prompt, completion = reply.usage(body)
+        """The final object: message, done reason and Ollama's counters.
+
+        `prompt_eval_count` is what the window let the model read, unless the reply
+        scripts a count of its own.
+        """
+        _, completion = reply.usage(body)
+        prompt = reply.prompt_tokens
+        if prompt is None:
+            prompt = self.measure(body).evaluated
+        load_ns = self._load(body)
         prompt_ns = prompt * _PROMPT_NS_PER_TOKEN
         eval_ns = completion * _EVAL_NS_PER_TOKEN
         return {
@@ -211,8 +347,8 @@ class FakeOllamaServer(FakeModelServer):
             "done": True,
             # Ollama says "stop" after tool calls too; "length" when num_predict ran out.
             "done_reason": reply.finish_reason or "stop",
-            "total_duration": prompt_ns + eval_ns,
-            "load_duration": 0,
+            "total_duration": load_ns + prompt_ns + eval_ns,
+            "load_duration": load_ns,
             "prompt_eval_count": prompt,
             "prompt_eval_duration": prompt_ns,
             "eval_count": completion,

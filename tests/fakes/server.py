@@ -220,6 +220,10 @@ class FakeModelServer(ScriptedReplies, ABC):
             return None
         return self._unknown_model_error(model)
 
+    def _prompt_refusal(self, body: Mapping[str, Any]) -> ErrorReply | None:
+        """The error for a prompt the server will not read (too long), if any."""
+        return None
+
     def _knows_model(self, model: str) -> bool:
         """Whether `model` is one of self.models (protocols may normalise names)."""
         return self.models is not None and model in self.models
@@ -240,8 +244,10 @@ class FakeModelServer(ScriptedReplies, ABC):
         self.requests.append(body)
 
         # A real server refuses these before any generation: no scripted reply is used.
-        reply: AnyReply | None = self._auth_refusal(request) or self._model_refusal(
-            str(body.get("model", ""))
+        reply: AnyReply | None = (
+            self._auth_refusal(request)
+            or self._model_refusal(str(body.get("model", "")))
+            or self._prompt_refusal(body)
         )
         if reply is None:
             reply = self.reply_to(body)

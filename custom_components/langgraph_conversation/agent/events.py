@@ -85,6 +85,34 @@ class ModelCallFinished:
     answer: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class RequestTrimmed:
+    """A request was trimmed to fit the model's context window (window.py says how).
+
+    Token counts are the agent's estimate, the reply budget included.
+    """
+
+    window: int
+    tokens: int
+    history_dropped: int = 0
+    compacted: bool = False
+    tools_dropped: tuple[str, ...] = ()
+    # False when even the trimmed request is over the window (it is sent anyway).
+    fits: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PromptTruncated:
+    """Ollama read clearly fewer prompt tokens than were sent: it cut the prompt.
+
+    `sent` is the agent's estimate of the prompt, `evaluated` Ollama's own count.
+    """
+
+    window: int
+    sent: int
+    evaluated: int
+
+
 type AgentEvent = (
     MessageStarted
     | TextDelta
@@ -93,4 +121,6 @@ type AgentEvent = (
     | ConfirmationRequested
     | ModelCallFinished
     | TextFlagged
+    | RequestTrimmed
+    | PromptTruncated
 )

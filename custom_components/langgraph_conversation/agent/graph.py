@@ -33,6 +33,7 @@ from .confirmation import pause_value
 from .events import (
     MessageStarted,
     ModelCallFinished,
+    PromptTruncated,
     TextDelta,
     TextFlagged,
     ToolCallFinished,
@@ -52,6 +53,7 @@ from .tool_calls import (
     tool_message,
     with_kept_calls,
 )
+from .window import WindowPlan, messages_tokens, truncated
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -174,16 +176,44 @@ def _model_call_finished(
 async def _stream_answer(
     prompt: list[AnyMessage], runtime: Runtime[TurnContext], *, with_tools: bool
 ) -> dict[str, Any]:
-    """Stream one model answer; every token goes out as it arrives."""
+    """Stream one model answer; every token goes out as it arrives.
+
+    With a context window (Ollama's native API), the prompt is fitted into it first, and
+    Ollama's count of the prompt tokens it read is checked afterwards (window.py).
+    """
     context = runtime.context
     write = runtime.context.emit
+    if context.window is not None:
+        prompt, trimmed = context.window.fit(prompt)
+        if trimmed is not None:
+            write(trimmed)
     write(MessageStarted())
     answer, answered_by = await _stream_with_fallback(context, prompt, write)
     write(_model_call_finished(answered_by, answer, context))
+    if context.window is not None and (answered_by is None or answered_by.role == ModelRole.MAIN):
+        _check_truncation(context.window, prompt, answer, write)
     message = with_kept_calls(answer.message(with_tools=with_tools) or AIMessage(content=""))
     if calls := requested_calls(message):
         write(ToolCallsRequested(calls))
     return {"messages": [message]}
+
+
+def _check_truncation(
+    window: WindowPlan, prompt: list[AnyMessage], answer: AnswerBuilder, write: Any
+) -> None:
+    """Report a prompt Ollama read clearly less of than was sent (it cut the start)."""
+    usage = answer.usage_metadata
+    evaluated = usage["input_tokens"] if usage else 0
+    sent = messages_tokens(prompt) + window.tools
+    if truncated(sent, evaluated):
+        _LOGGER.warning(
+            "Ollama read %d of about %d prompt tokens: it cut the request to its window of %d "
+            "tokens. Raise the agent's context window",
+            evaluated,
+            sent,
+            window.window,
+        )
+        write(PromptTruncated(window.window, sent, evaluated))
 
 
 def _system_prompt(state: AgentState, context: TurnContext, knowledge: str = "") -> SystemMessage:

@@ -21,6 +21,8 @@ from .events import (
     AgentEvent,
     MessageStarted,
     ModelCallFinished,
+    PromptTruncated,
+    RequestTrimmed,
     TextDelta,
     TextFlagged,
     ToolCall,
@@ -92,6 +94,12 @@ class TurnHooks:
     def on_flagged(self, flagged: TextFlagged) -> Awaitable[None] | None:
         """Untrusted text matched injection patterns; it reaches the model quoted and marked."""
 
+    def on_request_trimmed(self, trimmed: RequestTrimmed) -> Awaitable[None] | None:
+        """A request was trimmed to fit the model's context window."""
+
+    def on_prompt_truncated(self, truncated: PromptTruncated) -> Awaitable[None] | None:
+        """The model's server read clearly less of a prompt than was sent (it cut it)."""
+
     def on_error(self, failed: TurnFailed) -> Awaitable[None] | None:
         """The turn failed; `on_turn_end` follows."""
 
@@ -154,6 +162,10 @@ class TurnRecorder:
             case TextFlagged():
                 self.flags.append(event)
                 await self.call("on_flagged", event)
+            case RequestTrimmed():
+                await self.call("on_request_trimmed", event)
+            case PromptTruncated():
+                await self.call("on_prompt_truncated", event)
 
     async def fail(self, kind: str, detail: str) -> None:
         """The turn failed."""

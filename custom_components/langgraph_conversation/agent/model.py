@@ -37,6 +37,10 @@ import openai
 from . import LOGGING_POOL, freeze_long_lived_objects
 from .redaction import PLACEHOLDER, SECRET_FILTER
 
+# Imported for its effect: on the LiteLLM version it was written for, Ollama requests
+# carry the tool-call history again (see the module).
+from .upstream import litellm_ollama  # noqa: F401
+
 _LOGGER = logging.getLogger(__name__)
 
 
@@ -78,6 +82,34 @@ class ModelSettings:
     temperature: float | None = None
     max_tokens: int | None = None
     request_timeout: float = 60
+    # Ollama's native API only (`ollama_chat/`); other providers never receive them.
+    # The context window in tokens (Ollama's `num_ctx`; None: Ollama's own default).
+    context_window: int | None = None
+    # Seconds Ollama keeps the model loaded after a request (-1: until it is stopped;
+    # None: Ollama's own default of 5 minutes).
+    keep_alive: int | None = None
+    # Whether a reasoning model thinks first (Ollama's `think`; None: the model decides).
+    think: bool | None = None
+
+
+def ollama_options(access: ModelAccess, settings: ModelSettings) -> dict[str, Any]:
+    """The request fields of Ollama's native API for these settings, else nothing.
+
+    LiteLLM 1.83.0's `ollama_chat` provider passes `num_ctx` on in the request's
+    `options` and `keep_alive` and `think` at its top level (checked on the wire in
+    tests/test_ollama_options.py); an OpenAI-compatible server would reject or ignore
+    them, so only `ollama_chat` gets them.
+    """
+    if provider_of(access.model) != "ollama_chat":
+        return {}
+    options: dict[str, Any] = {}
+    if settings.context_window is not None:
+        options["num_ctx"] = settings.context_window
+    if settings.keep_alive is not None:
+        options["keep_alive"] = settings.keep_alive
+    if settings.think is not None:
+        options["think"] = settings.think
+    return options
 
 
 class ModelErrorKind(StrEnum):
@@ -564,7 +596,7 @@ def build_chat_model(access: ModelAccess, settings: ModelSettings) -> ChatLiteLL
         # langchain-litellm's tenacity loop, and (via model_kwargs) 0 for the provider
         # SDK's own retries, which would otherwise repeat a failed call twice.
         max_retries=0,
-        model_kwargs={"max_retries": 0},
+        model_kwargs={"max_retries": 0, **ollama_options(access, settings)},
         **extra,
     )
 

@@ -48,10 +48,11 @@ from .model import (
     classify_error,
     to_model_error,
 )
+from .ollama import bounded_settings, window_of
 from .prompts import PromptLayers, base_prompt
 from .quoting import quoted, quoted_flagged
 from .roles import ModelCache, RoleAccesses
-from .state import TurnContext
+from .state import TurnContext, openai_tool
 from .threads import (
     LinkStore,
     MemoryLinkStore,
@@ -62,6 +63,7 @@ from .threads import (
     find_thread,
     forget_thread,
 )
+from .window import TurnFit, WindowTooSmall, plan_turn
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -152,6 +154,11 @@ class Turn:
     # What the caller's own scan flagged in text it put into the turn (device, area and
     # entity names); reported with the turn's other flags.
     flagged: tuple[TextFlagged, ...] = ()
+    # Fitting the request into the model's window (window.py): tools that may be left
+    # out when it is too long (the runtime's own memory and document tools may too), and
+    # the instructions with the entity listing in compact form, made only when needed.
+    optional_tools: frozenset[str] = frozenset()
+    compact_instructions: Callable[[], str] | None = None
 
     @property
     def unattended(self) -> bool:
@@ -359,7 +366,7 @@ class AgentRuntime:
             error = None
             if not paused:
                 self._learn_later(turn, "".join(answer))
-                self._summarise_later(turn, outcome.get("values"))
+                self._summarise_later(_within_window(turn, outcome), outcome.get("values"))
         except TurnError as err:
             error = err.kind
             await recorder.fail(err.kind, err.detail)
@@ -478,7 +485,14 @@ class AgentRuntime:
         request, request_flags = guarded_request(turn)
         for event in (*turn.flagged, *flagged, *request_flags):
             yield event
-        roles = self.models.roles(self.access, turn.roles, turn.settings)
+        # The window is bounded by what the model holds (Ollama's /api/show, cached).
+        settings = await bounded_settings(self.access, turn.settings)
+        window_plan = None
+        if (window := window_of(self.access, settings)) is not None:
+            fit = self._fit_turn(turn, window, settings, prompt, tools, request)
+            prompt, tools, window_plan = fit.prompt, fit.tools, fit.plan
+            outcome["history_room"] = fit.history_room
+        roles = self.models.roles(self.access, turn.roles, settings)
         context = replace(
             TurnContext.create(
                 prompt,
@@ -497,6 +511,7 @@ class AgentRuntime:
             requester=turn.requester,
             now=turn.now or time.time(),
             safety_check=turn.safety_check,
+            window=window_plan,
         )
         async with self._lock(turn.thread_id), self._tracked():
             await self._touch_thread(turn.thread_id)
@@ -512,6 +527,32 @@ class AgentRuntime:
                 self._continue_in_memory(failure.error)
             async for event in self._turn_events(turn, config, context, request, outcome):
                 yield event
+
+    def _fit_turn(
+        self,
+        turn: Turn,
+        window: int,
+        settings: ModelSettings,
+        prompt: PromptLayers,
+        tools: list[BaseTool],
+        request: list[BaseMessage],
+    ) -> TurnFit:
+        """Plan the turn into the model's window, or fail it with what to change."""
+        added = {tool.name for tool in tools} - {tool.name for tool in turn.tools}
+        try:
+            return plan_turn(
+                window,
+                settings.max_tokens,
+                prompt,
+                tools,
+                openai_tool,
+                request,
+                optional_tools=turn.optional_tools | added,
+                compact_instructions=turn.compact_instructions if turn.kind.uses_tools else None,
+            )
+        except WindowTooSmall as err:
+            _LOGGER.warning("A request does not fit the model's context window: %s", err)
+            raise TurnError(CONTEXT_WINDOW_ERROR, str(err)) from None
 
     @asynccontextmanager
     async def _tracked(self) -> AsyncIterator[None]:
@@ -744,6 +785,19 @@ class AgentRuntime:
                 )
         except Exception:
             _LOGGER.exception("Could not remove a failed turn from its thread")
+
+
+# TurnError kind of a request that does not fit the model's window even trimmed.
+CONTEXT_WINDOW_ERROR = "context_window"
+
+
+def _within_window(turn: Turn, outcome: dict[str, Any]) -> Turn:
+    """The turn with a history budget the window can hold, so old turns are summarised
+    before requests have to leave them out (a budget of 0 keeps everything: kept)."""
+    room = outcome.get("history_room")
+    if room is None or not turn.history_budget or turn.history_budget <= room:
+        return turn
+    return replace(turn, history_budget=max(room, 1))
 
 
 # `undo_from` of a turn that resumed a paused exchange.

@@ -17,6 +17,7 @@ from .confirmation import EffectGuard, Requester
 from .knowledge import KnowledgeIndex
 from .prompts import PromptLayers
 from .roles import RoleModel, RoleModels
+from .window import WindowPlan
 
 
 class AgentState(TypedDict):
@@ -103,6 +104,9 @@ class TurnContext:
     safety_check: bool = False
     # Seconds one model answer may stream in all (answer.py); None: no bound.
     answer_deadline: float | None = None
+    # The model's context window and how this turn's requests fit it (window.py); None:
+    # the provider takes no window (only Ollama's native API does).
+    window: WindowPlan | None = None
 
     @property
     def housekeeping_model(self) -> BaseChatModel | None:
