@@ -552,7 +552,7 @@ class AgentRuntime:
             )
         except WindowTooSmall as err:
             _LOGGER.warning("A request does not fit the model's context window: %s", err)
-            raise TurnError(CONTEXT_WINDOW_ERROR, str(err)) from None
+            raise TurnError(WINDOW_TOO_SMALL_ERROR, str(err)) from None
 
     @asynccontextmanager
     async def _tracked(self) -> AsyncIterator[None]:
@@ -787,8 +787,9 @@ class AgentRuntime:
             _LOGGER.exception("Could not remove a failed turn from its thread")
 
 
-# TurnError kind of a request that does not fit the model's window even trimmed.
-CONTEXT_WINDOW_ERROR = "context_window"
+# TurnError kind of a request that does not fit the model's window even trimmed (the
+# server never saw it; a server's own refusal is the model error kind "context_window").
+WINDOW_TOO_SMALL_ERROR = "window_too_small"
 
 
 def _within_window(turn: Turn, outcome: dict[str, Any]) -> Turn:
