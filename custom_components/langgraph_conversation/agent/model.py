@@ -180,6 +180,17 @@ def _chain(err: BaseException) -> list[BaseException]:
     return chain
 
 
+def _sdk_got_no_answer(exc: BaseException) -> bool:
+    """The OpenAI SDK's own APIConnectionError: its request got no HTTP answer at all.
+
+    LiteLLM's subclass of it (litellm.APIConnectionError) is not meant: LiteLLM also
+    raises that for answers it could not map (every Ollama error). The SDK's own is
+    raised whatever broke the connection, including causes that are not transport
+    errors, and the LiteLLM error wrapping it claims a status 500 nobody answered.
+    """
+    return type(exc) is openai.APIConnectionError
+
+
 def _provider_status(chain: list[BaseException]) -> int | None:
     """The HTTP status the provider answered, if any.
 
@@ -200,15 +211,16 @@ def _provider_status(chain: list[BaseException]) -> int | None:
 def classify_error(err: BaseException) -> ModelErrorKind:
     """Map an exception raised by a LiteLLM call to a ModelErrorKind.
 
-    In order: a timeout anywhere in the chain; a transport failure; the provider's HTTP
-    status; LiteLLM's connection wrapper; LiteLLM's own status (1.83 raises
+    In order: a timeout anywhere in the chain; a transport failure (or the OpenAI SDK
+    saying it got no answer); the provider's HTTP status; LiteLLM's connection wrapper;
+    LiteLLM's own status (1.83 raises
     BadRequestError for statuses it does not map, with the real status in
     `status_code`); the exception class.
     """
     chain = _chain(err)
     if any(isinstance(exc, _TIMEOUTS) for exc in chain):
         return ModelErrorKind.TIMEOUT
-    if any(isinstance(exc, _TRANSPORT_FAILURES) for exc in chain):
+    if any(isinstance(exc, _TRANSPORT_FAILURES) or _sdk_got_no_answer(exc) for exc in chain):
         return ModelErrorKind.CONNECTION
     if (status := _provider_status(chain)) is not None:
         return _kind_from_status(status) or ModelErrorKind.UNKNOWN
