@@ -285,7 +285,10 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
             if not (error := await _validation_error(data)):
                 # The title names the model unless the user renamed the entry.
                 renamed = entry.title != entry.data.get(CONF_MODEL)
-                return self.async_update_reload_and_abort(
+                # Not async_update_reload_and_abort: the entry's own update listener
+                # reloads it on any change (Home Assistant 2026.10 reports an integration
+                # that has one and reloads from the flow too). Unchanged data: no reload.
+                return self.async_update_and_abort(
                     entry,
                     data=data,
                     title=entry.title if renamed else data[CONF_MODEL],
@@ -317,7 +320,8 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
             if not data[CONF_API_KEY]:
                 data.pop(CONF_API_KEY)
             if not (error := await _validation_error(data)):
-                return self.async_update_reload_and_abort(entry, data=data)
+                # The entry's update listener reloads it (see async_step_reconfigure).
+                return self.async_update_and_abort(entry, data=data)
             errors["base"] = error
         return self.async_show_form(
             step_id="reauth_confirm",

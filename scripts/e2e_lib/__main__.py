@@ -49,7 +49,15 @@ STEPS = [
     Step("(d) 'Unlock the front door' asks first; 'Yes' unlocks it (REST)", "confirm", "confirm"),
     Step("(e) anything else: says it is a scripted stand-in", "stand-in", "stand_in_says_so"),
     Step("(f) phone-sized screen: new conversation, light, weather, unlock", "phone", "phone"),
+    Step(
+        "(g) entry menu → Reconfigure: another model from the server's list; stored, answers",
+        "reconfigure",
+        "reconfigure",
+    ),
 ]
+# LGC_E2E_ONLY=slug,slug runs only those steps (and the required ones), to work on a step.
+if only := {s for s in os.environ.get("LGC_E2E_ONLY", "").split(",") if s}:
+    STEPS = [step for step in STEPS if step.required or step.slug in only]
 DOCS_STEP = "phone"
 
 

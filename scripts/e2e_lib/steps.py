@@ -18,6 +18,7 @@ from typing import Any
 
 from .browser import PHONE, AssistDialog, call_ws, log_in
 from .ha_api import PASSWORD, USERNAME, HomeAssistant
+from .reconfigure import reconfigure_model
 
 AGENT_ENTITY = "conversation.langgraph_offline_demo"
 LIGHT = "light.kitchen_lights"
@@ -241,6 +242,10 @@ class Steps:
             f"{LOCK} not unlocked: {done!r}",
         )
         return "opened with the 'a' shortcut; light on, weather, unlock after yes (REST)"
+
+    def reconfigure(self) -> str:
+        """The entry's menu → Reconfigure → another model; stored, and the agent answers."""
+        return reconfigure_model(self.page, self.ha, AGENT_ENTITY)
 
     def log_clean(self, log_path: Path | None) -> str:
         check(log_path is not None and log_path.exists(), f"no Home Assistant log at {log_path}")
