@@ -663,7 +663,15 @@ async def test_config_flow_error_with_credential_url_leaks_nowhere(
         },
     )
     assert result["type"] is FlowResultType.FORM
-    assert result["errors"] == {"base": "cannot_connect"}
+    if shape.host.startswith("["):
+        # pytest-socket refuses the connect to [::1] with a RuntimeError of its own, not a
+        # connection error: openai 2.x and 3.10 wrap it as "no answer" (cannot_connect),
+        # openai 3.26 passes it on in an ExceptionGroup, which LiteLLM files under a 500
+        # (server_error). A real refused connection is cannot_connect everywhere
+        # (tests/test_access_flow.py); what matters here is that no secret shows.
+        assert result["errors"]["base"] in {"cannot_connect", "server_error"}
+    else:
+        assert result["errors"] == {"base": "cannot_connect"}
     credential.assert_hidden_in(
         json.dumps([result["errors"], result.get("description_placeholders")]), "the form's error"
     )

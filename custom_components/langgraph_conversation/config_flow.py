@@ -20,6 +20,7 @@ from homeassistant.config_entries import (
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.data_entry_flow import section
 from homeassistant.helpers import llm
+from homeassistant.helpers.httpx_client import get_async_client
 from homeassistant.helpers.selector import (
     BooleanSelector,
     EntitySelector,
@@ -37,6 +38,7 @@ from homeassistant.helpers.selector import (
     TextSelectorType,
 )
 
+from .agent.catalog import async_list_models
 from .agent.embeddings import (
     EmbeddingError,
     async_embed,
@@ -122,24 +124,56 @@ _LOGGER = logging.getLogger(__name__)
 
 # Flow error keys (translated in strings.json) per kind of failed validation request.
 _FLOW_ERRORS: dict[ModelErrorKind, str] = {
+    ModelErrorKind.MISSING_KEY: "missing_key",
     ModelErrorKind.AUTH: "invalid_auth",
     ModelErrorKind.MODEL_NOT_FOUND: "model_not_found",
     ModelErrorKind.BAD_REQUEST: "model_not_found",
     ModelErrorKind.CONNECTION: "cannot_connect",
     ModelErrorKind.TIMEOUT: "cannot_connect",
-    ModelErrorKind.SERVER: "cannot_connect",
+    ModelErrorKind.SERVER: "server_error",
     ModelErrorKind.RATE_LIMIT: "rate_limited",
 }
 
-ACCESS_SCHEMA = vol.Schema(
-    {
-        vol.Required(CONF_MODEL): TextSelector(),
-        vol.Optional(CONF_API_KEY): TextSelector(
-            TextSelectorConfig(type=TextSelectorType.PASSWORD)
-        ),
-        vol.Optional(CONF_API_BASE): TextSelector(TextSelectorConfig(type=TextSelectorType.URL)),
-    }
-)
+# What the log says happened, per kind: only what is known (a refused key is not an
+# unreachable server, and a missing key never left this machine).
+_LOG_REASONS: dict[ModelErrorKind, str] = {
+    ModelErrorKind.MISSING_KEY: "no API key was given and the provider needs one (not sent)",
+    ModelErrorKind.AUTH: "the provider refused the API key",
+    ModelErrorKind.MODEL_NOT_FOUND: "the provider does not know the model",
+    ModelErrorKind.BAD_REQUEST: "the provider rejected the request",
+    ModelErrorKind.CONNECTION: "could not reach the model's server",
+    ModelErrorKind.TIMEOUT: "the model's server did not answer in time",
+    ModelErrorKind.SERVER: "the model's server answered with an error",
+    ModelErrorKind.RATE_LIMIT: "the provider refused for rate limit or quota",
+}
+
+
+def _access_schema(models: list[str]) -> vol.Schema:
+    """Model access: a picker of the server's models when it listed some, else free text.
+
+    The picker still takes any typed LiteLLM model string (custom_value).
+    """
+    model_selector: TextSelector | SelectSelector = TextSelector()
+    if models:
+        model_selector = SelectSelector(
+            SelectSelectorConfig(
+                options=models, custom_value=True, mode=SelectSelectorMode.DROPDOWN, sort=True
+            )
+        )
+    return vol.Schema(
+        {
+            vol.Required(CONF_MODEL): model_selector,
+            vol.Optional(CONF_API_KEY): TextSelector(
+                TextSelectorConfig(type=TextSelectorType.PASSWORD)
+            ),
+            vol.Optional(CONF_API_BASE): TextSelector(
+                TextSelectorConfig(type=TextSelectorType.URL)
+            ),
+        }
+    )
+
+
+ACCESS_SCHEMA = _access_schema([])
 
 DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
     CONF_AGENT_KIND: DEFAULT_AGENT_KIND,
@@ -177,15 +211,27 @@ def _clean_access(user_input: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _access(data: Mapping[str, Any]) -> ModelAccess:
+    return ModelAccess(data[CONF_MODEL], data.get(CONF_API_KEY), data.get(CONF_API_BASE))
+
+
 async def _validation_error(data: Mapping[str, Any]) -> str | None:
     """Make the one real request; the flow error key, or None when it worked."""
-    access = ModelAccess(data[CONF_MODEL], data.get(CONF_API_KEY), data.get(CONF_API_BASE))
+    access = _access(data)
     try:
         await async_check_access(access, VALIDATION_TIMEOUT)
     except ModelError as err:
-        _LOGGER.info("Could not reach %s: %s", access.model, err.detail)
+        reason = _LOG_REASONS.get(err.kind, "unexpected error")
+        _LOGGER.info("Checking model %s failed, %s: %s", access.model, reason, err.detail)
         return _FLOW_ERRORS.get(err.kind, "unknown")
     return None
+
+
+async def _server_models(hass: HomeAssistant, data: Mapping[str, Any] | None) -> list[str]:
+    """The models the server of `data` lists (with its provider prefix); [] if it cannot."""
+    if not data or not data.get(CONF_MODEL):
+        return []
+    return await async_list_models(get_async_client(hass), _access(data))
 
 
 class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
@@ -221,18 +267,60 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
                     ],
                 )
             errors["base"] = error
+            # Whatever went wrong, the server may list what it has: offer that to pick from.
+            schema = _access_schema(await _server_models(self.hass, data))
+        else:
+            schema = ACCESS_SCHEMA
         return self.async_show_form(
             step_id="user",
-            data_schema=self.add_suggested_values_to_schema(ACCESS_SCHEMA, user_input),
+            data_schema=self.add_suggested_values_to_schema(schema, user_input),
             errors=errors,
         )
 
-    def _is_duplicate(self, data: Mapping[str, Any]) -> bool:
-        """Same model at the same base URL (a missing base equals a missing base)."""
+    def _is_duplicate(self, data: Mapping[str, Any], *, besides: str | None = None) -> bool:
+        """Same model at the same base URL (a missing base equals a missing base), in an
+        entry other than `besides` (an entry id)."""
         key = (data[CONF_MODEL], data.get(CONF_API_BASE))
         return any(
             (entry.data.get(CONF_MODEL), entry.data.get(CONF_API_BASE)) == key
             for entry in self._async_current_entries(include_ignore=False)
+            if entry.entry_id != besides
+        )
+
+    async def async_step_reconfigure(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Change the model, key or base URL; checked with one real request, then reloaded.
+
+        The agents and their threads stay: they belong to the entry, not to the model.
+        """
+        entry = self._get_reconfigure_entry()
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            data = _clean_access(user_input)
+            if self._is_duplicate(data, besides=entry.entry_id):
+                return self.async_abort(reason="already_configured")
+            if not (error := await _validation_error(data)):
+                # The title names the model unless the user renamed the entry.
+                renamed = entry.title != entry.data.get(CONF_MODEL)
+                # Not async_update_reload_and_abort: the entry's own update listener
+                # reloads it on any change (Home Assistant 2026.10 reports an integration
+                # that has one and reloads from the flow too). Unchanged data: no reload.
+                return self.async_update_and_abort(
+                    entry,
+                    data=data,
+                    title=entry.title if renamed else data[CONF_MODEL],
+                )
+            errors["base"] = error
+            shown: Mapping[str, Any] = user_input
+            models = await _server_models(self.hass, data)
+        else:
+            shown = entry.data
+            models = await _server_models(self.hass, entry.data)
+        return self.async_show_form(
+            step_id="reconfigure",
+            data_schema=self.add_suggested_values_to_schema(_access_schema(models), shown),
+            errors=errors,
         )
 
     async def async_step_reauth(self, entry_data: Mapping[str, Any]) -> ConfigFlowResult:
@@ -250,7 +338,8 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
             if not data[CONF_API_KEY]:
                 data.pop(CONF_API_KEY)
             if not (error := await _validation_error(data)):
-                return self.async_update_reload_and_abort(entry, data=data)
+                # The entry's update listener reloads it (see async_step_reconfigure).
+                return self.async_update_and_abort(entry, data=data)
             errors["base"] = error
         return self.async_show_form(
             step_id="reauth_confirm",
@@ -334,11 +423,31 @@ def _ollama_fields() -> dict[Any, Any]:
     }
 
 
+def free_name(hass: HomeAssistant, subentry_type: str, base: str) -> str:
+    """`base`, or "`base` 2", "`base` 3"...: the first no agent of this kind is called.
+
+    Every entry's subentries count: an entity is named after its subentry, and a second
+    "LangGraph Conversation" anywhere would become conversation.langgraph_conversation_2.
+    """
+    taken = {
+        subentry.title.casefold()
+        for entry in hass.config_entries.async_entries(DOMAIN)
+        for subentry in entry.subentries.values()
+        if subentry.subentry_type == subentry_type
+    }
+    name, number = base, 1
+    while name.casefold() in taken:
+        number += 1
+        name = f"{base} {number}"
+    return name
+
+
 def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False) -> vol.Schema:
     apis = [SelectOptionDict(label=api.name, value=api.id) for api in llm.async_get_apis(hass)]
     fields: dict[Any, Any] = {}
     if is_new:
-        fields[vol.Required("name", default=DEFAULT_CONVERSATION_NAME)] = TextSelector()
+        name = free_name(hass, SUBENTRY_CONVERSATION, DEFAULT_CONVERSATION_NAME)
+        fields[vol.Required("name", default=name)] = TextSelector()
     fields.update(
         {
             vol.Optional(CONF_PROMPT): TemplateSelector(),
@@ -492,10 +601,11 @@ class AgentSubentryFlow(_OptionsSubentryFlow):
         return _agent_options(self.hass, user_input)
 
 
-def _ai_task_schema(is_new: bool) -> vol.Schema:
+def _ai_task_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
     fields: dict[Any, Any] = {}
     if is_new:
-        fields[vol.Required("name", default=DEFAULT_AI_TASK_NAME)] = TextSelector()
+        name = free_name(hass, SUBENTRY_AI_TASK, DEFAULT_AI_TASK_NAME)
+        fields[vol.Required("name", default=name)] = TextSelector()
     fields.update(
         {
             vol.Optional(CONF_TEMPERATURE, default=DEFAULT_AI_TASK_TEMPERATURE): NumberSelector(
@@ -520,7 +630,7 @@ class AITaskSubentryFlow(_OptionsSubentryFlow):
     defaults = DEFAULT_AI_TASK_OPTIONS
 
     def _schema(self, is_new: bool) -> vol.Schema:
-        return _ai_task_schema(is_new)
+        return _ai_task_schema(self.hass, is_new)
 
     def _options(self, user_input: dict[str, Any]) -> dict[str, Any]:
         options = {k: v for k, v in user_input.items() if k != "name"}

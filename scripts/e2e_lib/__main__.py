@@ -54,7 +54,15 @@ STEPS = [
         "local-model",
         "local_model",
     ),
+    Step(
+        "(h) entry menu → Reconfigure: another model from the server's list; stored, answers",
+        "reconfigure",
+        "reconfigure",
+    ),
 ]
+# LGC_E2E_ONLY=slug,slug runs only those steps (and the required ones), to work on a step.
+if only := {s for s in os.environ.get("LGC_E2E_ONLY", "").split(",") if s}:
+    STEPS = [step for step in STEPS if step.required or step.slug in only]
 DOCS_STEP = "phone"
 
 

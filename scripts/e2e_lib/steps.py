@@ -25,6 +25,7 @@ from .local_model import (
     read_port,
     window_sentence,
 )
+from .reconfigure import reconfigure_model
 
 AGENT_ENTITY = "conversation.langgraph_offline_demo"
 LIGHT = "light.kitchen_lights"
@@ -387,6 +388,10 @@ class Steps:
             f"({share:.0%}); a {refused.error.get('n_prompt_tokens')}-token request over the "  # type: ignore[union-attr]
             f"{SERVER_WINDOW}-token window: {sentence!r}"
         )
+
+    def reconfigure(self) -> str:
+        """The entry's menu → Reconfigure → another model; stored, and the agent answers."""
+        return reconfigure_model(self.page, self.ha, AGENT_ENTITY)
 
     def log_clean(self, log_path: Path | None) -> str:
         check(log_path is not None and log_path.exists(), f"no Home Assistant log at {log_path}")

@@ -47,6 +47,9 @@ from .script import AnyReply, Reply, ToolCall
 
 MODEL: Final = "offline-demo"
 LITELLM_MODEL: Final = f"openai/{MODEL}"
+# A second name in its model list, so the setup form's model picker has a choice (the
+# stand-in answers the same to any name).
+OTHER_MODEL: Final = "offline-demo-alt"
 
 STANDIN_NOTICE: Final = (
     "This is a scripted stand-in for trying the integration offline, not a language model."
@@ -700,7 +703,7 @@ class OfflineModelServer(FakeOpenAIServer):
 
     def __init__(self) -> None:
         super().__init__()
-        self.models = {MODEL}
+        self.models = {MODEL, OTHER_MODEL}
         # A long-running server: keep only the latest of what the fakes record.
         self.keep_records = 20
 

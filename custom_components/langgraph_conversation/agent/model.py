@@ -44,6 +44,14 @@ from .upstream import litellm_ollama  # noqa: F401
 _LOGGER = logging.getLogger(__name__)
 
 
+# Sent as the key to an OpenAI-compatible server of the user's own when none is configured
+# (see ModelAccess.request_key); says what it is to whoever reads the server's log.
+NO_KEY_PLACEHOLDER = "no-key-configured"
+# LiteLLM providers that go through the OpenAI SDK's client (which insists on a key) and
+# may point at any server with a base URL.
+_KEYLESS_OPENAI_PROVIDERS = frozenset({"openai", "text-completion-openai", "custom_openai"})
+
+
 @dataclass(frozen=True, slots=True)
 class ModelAccess:
     """How to reach one model: a LiteLLM model string plus optional key and base URL."""
@@ -58,11 +66,29 @@ class ModelAccess:
         SECRET_FILTER.add(self.api_key)
         SECRET_FILTER.add_url(self.api_base)
 
+    @property
+    def request_key(self) -> str | None:
+        """The key sent with each request: the configured one, or for an OpenAI-compatible
+        server of the user's own without a key, a placeholder.
+
+        LiteLLM's `openai/` provider hands the call to the OpenAI SDK, whose client refuses
+        to be built without a key, before anything is sent; a local server (llama.cpp,
+        vLLM, LM Studio, ...) usually wants none and ignores the Authorization header. A
+        placeholder gets such a server its request; one that does check keys refuses it
+        like any wrong key. Never for OpenAI's own API (no base URL): there, a missing key
+        is the user's mistake and must be reported as such.
+        """
+        if self.api_key:
+            return self.api_key
+        if self.api_base and provider_of(self.model) in _KEYLESS_OPENAI_PROVIDERS:
+            return NO_KEY_PLACEHOLDER
+        return None
+
     def litellm_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for LiteLLM calls (only the ones that are set)."""
         kwargs: dict[str, Any] = {"model": self.model}
-        if self.api_key:
-            kwargs["api_key"] = self.api_key
+        if key := self.request_key:
+            kwargs["api_key"] = key
         if self.api_base:
             kwargs["api_base"] = self.api_base
         return kwargs
@@ -116,6 +142,8 @@ class ModelErrorKind(StrEnum):
     """What went wrong with a model call, in terms a user can act on."""
 
     AUTH = "auth"
+    # No key given, and the provider needs one: LiteLLM refused before sending anything.
+    MISSING_KEY = "missing_key"
     MODEL_NOT_FOUND = "model_not_found"
     RATE_LIMIT = "rate_limit"
     TIMEOUT = "timeout"
@@ -186,6 +214,17 @@ def _chain(err: BaseException) -> list[BaseException]:
     return chain
 
 
+def _sdk_got_no_answer(exc: BaseException) -> bool:
+    """The OpenAI SDK's own APIConnectionError: its request got no HTTP answer at all.
+
+    LiteLLM's subclass of it (litellm.APIConnectionError) is not meant: LiteLLM also
+    raises that for answers it could not map (every Ollama error). The SDK's own is
+    raised whatever broke the connection, including causes that are not transport
+    errors, and the LiteLLM error wrapping it claims a status 500 nobody answered.
+    """
+    return type(exc) is openai.APIConnectionError
+
+
 def _provider_status(chain: list[BaseException]) -> int | None:
     """The HTTP status the provider answered, if any.
 
@@ -227,15 +266,16 @@ def _is_window_error(chain: list[BaseException]) -> bool:
 def classify_error(err: BaseException) -> ModelErrorKind:
     """Map an exception raised by a LiteLLM call to a ModelErrorKind.
 
-    In order: a timeout anywhere in the chain; a transport failure; a request over the
-    model's context window; the provider's HTTP status; LiteLLM's connection wrapper;
-    LiteLLM's own status (1.83 raises BadRequestError for statuses it does not map, with
-    the real status in `status_code`); the exception class.
+    In order: a timeout anywhere in the chain; a transport failure (or the OpenAI SDK
+    saying it got no answer); a request over the model's context window; the provider's
+    HTTP status; LiteLLM's connection wrapper; LiteLLM's own status (1.83 raises
+    BadRequestError for statuses it does not map, with the real status in `status_code`);
+    the exception class.
     """
     chain = _chain(err)
     if any(isinstance(exc, _TIMEOUTS) for exc in chain):
         return ModelErrorKind.TIMEOUT
-    if any(isinstance(exc, _TRANSPORT_FAILURES) for exc in chain):
+    if any(isinstance(exc, _TRANSPORT_FAILURES) or _sdk_got_no_answer(exc) for exc in chain):
         return ModelErrorKind.CONNECTION
     if _is_window_error(chain):
         return ModelErrorKind.CONTEXT_WINDOW
@@ -588,7 +628,7 @@ def build_chat_model(access: ModelAccess, settings: ModelSettings) -> ChatLiteLL
         extra["max_tokens"] = settings.max_tokens
     return ChatModel(
         model=access.model,
-        api_key=access.api_key,
+        api_key=access.request_key,
         api_base=access.api_base,
         request_timeout=settings.request_timeout,
         streaming=True,
@@ -769,7 +809,29 @@ async def async_check_access(access: ModelAccess, timeout: float) -> None:
             num_retries=0,
         )
     except Exception as err:  # noqa: BLE001  every failure becomes a typed ModelError
-        raise to_model_error(err, access) from None
+        error = to_model_error(err, access)
+        if access.request_key is None and await asyncio.to_thread(_lacks_key, access):
+            # LiteLLM refuses a call without the provider's key before sending it, and
+            # reports that in the provider's own words: an AuthenticationError with status
+            # 500 from the OpenAI SDK, a 401 for Anthropic. Neither server was contacted.
+            raise ModelError(ModelErrorKind.MISSING_KEY, error.detail) from None
+        raise error from None
+
+
+def _lacks_key(access: ModelAccess) -> bool:
+    """Whether the provider needs a key that neither the call nor the environment has.
+
+    LiteLLM's own check of a model's environment (names of variables it would read a key
+    from); names that are not keys (OLLAMA_API_BASE) do not count. Run off the event
+    loop: it may import a provider's module on first use.
+    """
+    try:
+        found = litellm.validate_environment(model=access.model, api_base=access.api_base)
+    except Exception as err:  # noqa: BLE001  an unknown provider: no verdict on its key
+        _LOGGER.debug("LiteLLM cannot tell which key %s needs: %s", access.model, err)
+        return False
+    missing = found.get("missing_keys") or []
+    return any("KEY" in name or "TOKEN" in name for name in missing)
 
 
 async def async_release_shared_clients() -> None:
