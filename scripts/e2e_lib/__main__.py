@@ -49,6 +49,9 @@ STEPS = [
     Step("(d) 'Unlock the front door' asks first; 'Yes' unlocks it (REST)", "confirm", "confirm"),
     Step("(e) anything else: says it is a scripted stand-in", "stand-in", "stand_in_says_so"),
     Step("(f) phone-sized screen: new conversation, light, weather, unlock", "phone", "phone"),
+    Step(
+        "(g) the brand icon is served and loads in the integration list and page", "brand", "brand"
+    ),
 ]
 DOCS_STEP = "phone"
 
