@@ -181,8 +181,12 @@ def _build(venv: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def bare_python() -> Path:
-    """The bare virtualenv's interpreter, built once per key and then reused."""
+def bare_python() -> Iterator[Path]:
+    """The bare virtualenv's interpreter, built once per key and then reused.
+
+    Held under a lock while used: Home Assistant installs into it during the probe, and a
+    second run (another checkout) waits rather than install the same packages at once.
+    """
     key = hashlib.sha256(
         MANIFEST_PATH.read_bytes() + f"{HA_VERSION} {sys.version} {RECIPE}".encode()
     ).hexdigest()[:16]
@@ -191,12 +195,12 @@ def bare_python() -> Path:
     prefix = f"ha-{HA_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}-"
     venv = root / f"{prefix}{key}"
     with (root / f".{prefix}{key}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two runs building the same one: the second waits
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if not (venv / ".lgc-complete").exists():
             for old in root.glob(f"{prefix}*"):
                 shutil.rmtree(old, ignore_errors=True)
             _build(venv)
-    return venv / "bin" / "python"
+        yield venv / "bin" / "python"
 
 
 def _free_port() -> int:
