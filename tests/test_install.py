@@ -197,9 +197,13 @@ def bare_python() -> Iterator[Path]:
     with (root / f".{prefix}{key}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (venv / ".lgc-complete").exists():
+            # Others unused for three days are stale (newer ones may be another checkout's).
             for old in root.glob(f"{prefix}*"):
-                shutil.rmtree(old, ignore_errors=True)
+                used = old / ".lgc-used"
+                if not used.exists() or time.time() - used.stat().st_mtime > 3 * 86400:
+                    shutil.rmtree(old, ignore_errors=True)
             _build(venv)
+        (venv / ".lgc-used").touch()
         yield venv / "bin" / "python"
 
 
