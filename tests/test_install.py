@@ -199,8 +199,8 @@ def bare_python() -> Iterator[Path]:
         if not (venv / ".lgc-complete").exists():
             # Others unused for three days are stale (newer ones may be another checkout's).
             for old in root.glob(f"{prefix}*"):
-                used = old / ".lgc-used"
-                if not used.exists() or time.time() - used.stat().st_mtime > 3 * 86400:
+                used = old / ".lgc-used" if (old / ".lgc-used").exists() else old
+                if time.time() - used.stat().st_mtime > 3 * 86400:
                     shutil.rmtree(old, ignore_errors=True)
             _build(venv)
         (venv / ".lgc-used").touch()
