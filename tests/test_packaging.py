@@ -117,6 +117,9 @@ def test_hacs_json_is_valid() -> None:
     }
     assert hacs["name"]
     assert AwesomeVersion(hacs["homeassistant"]) <= AwesomeVersion("2026.2.0")
+    # HACS's brands check accepts the integration's own brand/icon.png (served by Home
+    # Assistant 2026.3+) in place of an entry in Home Assistant's brands repository.
+    assert (INTEGRATION / "brand" / "icon.png").is_file()
 
 
 def test_translations_match_strings() -> None:

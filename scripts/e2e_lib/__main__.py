@@ -59,6 +59,9 @@ STEPS = [
         "reconfigure",
         "reconfigure",
     ),
+    Step(
+        "(i) the brand icon is served and loads in the integration list and page", "brand", "brand"
+    ),
 ]
 # LGC_E2E_ONLY=slug,slug runs only those steps (and the required ones), to work on a step.
 if only := {s for s in os.environ.get("LGC_E2E_ONLY", "").split(",") if s}:

@@ -150,6 +150,12 @@ class HomeAssistant:
             time.sleep(0.5)
         raise ApiError(f"Home Assistant {core_state} after {timeout:.0f}s; missing: {missing}")
 
+    def config(self) -> dict[str, Any]:
+        response = request(self.url("/api/config"), token=self.token)
+        if response.status != 200:
+            raise ApiError(f"/api/config: {response.status} {response.body}")
+        return response.body
+
     def state(self, entity_id: str) -> dict[str, Any]:
         response = request(self.url(f"/api/states/{entity_id}"), token=self.token)
         if response.status != 200:

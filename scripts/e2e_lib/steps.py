@@ -15,6 +15,7 @@ import re
 import time
 import traceback
 from typing import Any
+import urllib.request
 
 from .browser import PHONE, AssistDialog, call_ws, log_in
 from .ha_api import PASSWORD, USERNAME, HomeAssistant
@@ -27,7 +28,29 @@ from .local_model import (
 )
 from .reconfigure import reconfigure_model
 
+DOMAIN = "langgraph_conversation"
 AGENT_ENTITY = "conversation.langgraph_offline_demo"
+# The brand icon the integration ships, and where Home Assistant 2026.3+ serves it (its
+# brands view reads custom_components/<domain>/brand/; older releases ask the brands CDN).
+BRAND_ICON = (
+    Path(__file__).resolve().parents[2] / "custom_components" / DOMAIN / "brand" / "icon.png"
+)
+BRAND_PATH = f"/api/brands/integration/{DOMAIN}/"
+SERVES_CUSTOM_BRANDS = (2026, 3)
+# Every <img> of the page, shadow roots included, whose address holds the fragment.
+BRAND_IMAGES_JS = """fragment => {
+  const found = [];
+  const walk = root => {
+    for (const el of root.querySelectorAll('*')) {
+      if (el.tagName === 'IMG' && el.src.includes(fragment)) {
+        found.push({src: el.src, complete: el.complete, width: el.naturalWidth});
+      }
+      if (el.shadowRoot) walk(el.shadowRoot);
+    }
+  };
+  walk(document);
+  return found;
+}"""
 LIGHT = "light.kitchen_lights"
 LOCK = "lock.front_door"
 MUST_BE_EXPOSED = (LIGHT, LOCK, "weather.demo_weather_south", "weather.demo_weather_north")
@@ -392,6 +415,40 @@ class Steps:
     def reconfigure(self) -> str:
         """The entry's menu → Reconfigure → another model; stored, and the agent answers."""
         return reconfigure_model(self.page, self.ha, AGENT_ENTITY)
+
+    def brand(self) -> str:
+        """The brand icon: served at its address, and shown (loaded) where the UI lists us."""
+        version = str(self.ha.config()["version"])
+        year, month = (int(part) for part in version.split(".")[:2])
+        if (year, month) < SERVES_CUSTOM_BRANDS:
+            return f"Home Assistant {version} serves no custom brand images (2026.3 on): skipped"
+        request = urllib.request.Request(
+            self.ha.url(f"{BRAND_PATH}icon.png?placeholder=no"),
+            headers={"Authorization": f"Bearer {self.ha.token}"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            check(response.status == 200, f"{BRAND_PATH}icon.png: HTTP {response.status}")
+            served = response.read()
+        check(served == BRAND_ICON.read_bytes(), f"{BRAND_PATH}icon.png is not brand/icon.png")
+        seen = []
+        for page in (
+            "/config/integrations/dashboard",
+            f"/config/integrations/integration/{DOMAIN}",
+        ):
+            self.page.goto(self.ha.url(page))
+            deadline = time.monotonic() + 30
+            images: list[dict[str, Any]] = []
+            while time.monotonic() < deadline:
+                images = self.page.evaluate(BRAND_IMAGES_JS, BRAND_PATH)
+                if any(i["complete"] and i["width"] > 0 for i in images):
+                    break
+                self.page.wait_for_timeout(250)
+            loaded = [i for i in images if i["complete"] and i["width"] > 0]
+            check(bool(loaded), f"{page}: no brand image of ours loaded (images: {images})")
+            seen.append(f"{page}: {loaded[0]['width']}px wide")
+        return f"{BRAND_PATH}icon.png served ({len(served)} bytes, = brand/icon.png); " + "; ".join(
+            seen
+        )
 
     def log_clean(self, log_path: Path | None) -> str:
         check(log_path is not None and log_path.exists(), f"no Home Assistant log at {log_path}")

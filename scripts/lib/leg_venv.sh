@@ -47,15 +47,42 @@ log "installing Home Assistant and the test tools"
 # under its own package_constraints.txt (read from the wheel, so fetched without deps
 # first). The plugin stays; tests/compat_newest.py bridges what it imports.
 core=$(sed -n 's/^# lgc-core: *//p' "$leg_requirements")
+overrides=()
 if [ -n "$core" ]; then
     log "replacing the plugin's Home Assistant with $core under its own constraints"
     "${uv[@]}" --no-deps "$core" >&2
     core_constraints=$("$venv/bin/python" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("homeassistant").origin), "package_constraints.txt"))')
     "${uv[@]}" --constraint "$core_constraints" "$core" >&2
+    # The plugin's own pin of the core must not pull the old one back in below.
+    echo "$core" >"$venv/lgc-core-override.txt"
+    overrides=(--override "$venv/lgc-core-override.txt")
+fi
+# The test tools again, now under Home Assistant's package_constraints.txt, so the tests run
+# with the versions a real installation has. A test dependency that cannot is installed
+# without them, loudly, and named in .lgc-unconstrained (run_leg.sh prints it every run).
+constraints=$("$venv/bin/python" -c 'import homeassistant, os; print(os.path.join(os.path.dirname(homeassistant.__file__), "package_constraints.txt"))')
+log "aligning the test tools with Home Assistant's package_constraints.txt"
+: >"$venv/.lgc-unconstrained"
+if ! "${uv[@]}" --constraint "$constraints" "${overrides[@]}" \
+    -r "$leg_requirements" -r requirements_test.txt 2>"$venv/lgc-constraints.log" >&2; then
+    tail -n 15 "$venv/lgc-constraints.log" >&2
+    mapfile -t lines < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$leg_requirements" requirements_test.txt | grep -v '^$')
+    fitting=()
+    for line in "${lines[@]}"; do
+        if "${uv[@]}" --dry-run --constraint "$constraints" "${overrides[@]}" "$line" \
+            >/dev/null 2>>"$venv/lgc-constraints.log"; then
+            fitting+=("$line")
+        else
+            log "WARNING: the test dependency '$line' cannot be installed under Home Assistant's constraints; installed without them (see $venv/lgc-constraints.log)"
+            echo "$line" >>"$venv/.lgc-unconstrained"
+        fi
+    done
+    [ ${#fitting[@]} -eq 0 ] ||
+        "${uv[@]}" --constraint "$constraints" "${overrides[@]}" "${fitting[@]}" >&2 ||
+        log "WARNING: the test dependencies that fit one by one do not fit together under Home Assistant's constraints; kept as installed (see $venv/lgc-constraints.log)"
 fi
 # The integration's own requirements, installed as Home Assistant does at runtime: under
 # that Home Assistant's package_constraints.txt. A conflict here is a real failure.
-constraints=$("$venv/bin/python" -c 'import homeassistant, os; print(os.path.join(os.path.dirname(homeassistant.__file__), "package_constraints.txt"))')
 mapfile -t requirements < <("$venv/bin/python" -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["requirements"]))' "$manifest")
 log "installing the manifest requirements under Home Assistant's constraints: ${requirements[*]}"
 for requirement in "${requirements[@]}"; do
