@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 import json
+import os
 from pathlib import Path
 import re
+import signal
 
 import pytest
 
@@ -372,21 +374,36 @@ async def test_a_question_does_not_wait_for_a_slow_pdf(
     store: SqliteStore, source: KnowledgeSource
 ) -> None:
     """The search answers from what is indexed within INDEX_WAIT (the text file, done
-    first); the PDF goes on in the background until the index closes, which kills it."""
+    first); the PDF goes on in the background until the index closes, which kills it.
+
+    The PDF worker is paused (SIGSTOP) as soon as it starts, so the PDF is "slow" on any
+    machine: on a fast one a large PDF alone could finish before the questions are asked.
+    """
     source.directory.mkdir(parents=True)
     (source.directory / "slow.pdf").write_bytes(numbered_pages(200, repeat=5000))
     _write(source.directory / "notes.md", "Page marker notes: the router is in the hall.")
     index = KnowledgeIndex(store, source)
+    paused: list[int] = []
+
+    async def pause_the_worker() -> None:
+        while not (workers := pdf_workers()):  # noqa: ASYNC110  a process, not a task
+            await asyncio.sleep(0.002)
+        os.kill(workers[0], signal.SIGSTOP)
+        paused.append(workers[0])
+
+    pauser = asyncio.create_task(pause_the_worker())
     loop = asyncio.get_running_loop()
     started = loop.time()
     found = await index.search("page marker")
     waited = loop.time() - started
+    async with asyncio.timeout(10):
+        await pauser
     assert [p.source for p in found] == ["notes.md"]
     assert waited < knowledge.INDEX_WAIT + 5
     # Still reading the PDF: the next question does not start a second reader.
-    assert len(pdf_workers()) == 1
+    assert pdf_workers() == paused
     await index.search("page marker")
-    assert len(pdf_workers()) == 1
+    assert pdf_workers() == paused
     await index.aclose()
     assert pdf_workers() == []
     assert await store.aget(source.files_namespace, "slow.pdf") is None
