@@ -39,7 +39,7 @@ from homeassistant.setup import async_setup_component
 from .conftest import TEST_KEY, agent_entity_id
 from .fakes import ErrorReply, FakeOpenAIServer, ToolCall
 from .fakes.openai_server import EMBEDDING_DIMS, word_vector
-from .helpers import messages_of, text_of
+from .helpers import messages_of, prompt_text, text_of
 
 EMBEDDING_MODEL = "openai/embed-test"
 # The fake embedding model's "meaning": these words are about getting to work.
@@ -144,7 +144,7 @@ async def _ask(hass: HomeAssistant, entry: MockConfigEntry, text: str) -> Any:
 
 
 def _system(server: FakeOpenAIServer) -> str:
-    return text_of(messages_of(server.requests[-1], "system")[0])
+    return prompt_text(server.requests[-1])
 
 
 async def _set_options(hass: HomeAssistant, entry: MockConfigEntry, **options: Any) -> None:

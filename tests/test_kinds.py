@@ -38,7 +38,7 @@ from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, agent_entity_id
 from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
-from .helpers import add_light, assist_tool_name, messages_of, text_of
+from .helpers import add_light, assist_tool_name, messages_of, prompt_text, text_of
 
 CHATBOT = {CONF_AGENT_KIND: "chatbot"}
 RAG = {CONF_AGENT_KIND: "rag"}
@@ -72,7 +72,7 @@ async def _ask(
 
 
 def _system(request: dict[str, Any]) -> str:
-    return text_of(messages_of(request, "system")[0])
+    return prompt_text(request)
 
 
 def _speech(result: conversation.ConversationResult) -> str:
