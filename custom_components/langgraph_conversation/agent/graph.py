@@ -315,9 +315,11 @@ async def answer_from_knowledge(state: AgentState, runtime: Runtime[TurnContext]
 def _question_and_before(messages: list[AnyMessage]) -> tuple[str, list[AnyMessage]]:
     """The last user message's text, and the conversation before it."""
     index = _last_human_index(messages)
+    # Context notes are the agent's own, not part of the conversation.
+    earlier = [m for m in messages[:index] if not is_note(m)]
     if index < len(messages):
-        return messages[index].text, messages[:index]
-    return "", messages
+        return messages[index].text, earlier
+    return "", earlier
 
 
 async def rewrite_as_search_query(
@@ -330,7 +332,7 @@ async def rewrite_as_search_query(
     conversation = [
         f"{'Person' if isinstance(m, HumanMessage) else 'Assistant'}: {m.text.strip()}"
         for m in plain_conversation(earlier)[-_REWRITE_CONTEXT_MESSAGES:]
-        if m.text.strip() and not is_note(m)
+        if m.text.strip()
     ]
     transcript = "\n".join(conversation)
     answer = await model.ainvoke(
