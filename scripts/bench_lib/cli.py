@@ -3,7 +3,7 @@
     python -m scripts.bench_lib [--quick] [--runs N] [--only NAME[,NAME...]] [--profile]
 
 Figures (by name or number): 1 overhead, 2 first_delta, 3 setup, 4 memory, 5 storage,
-6 prompt, 7 concurrency, 8 round_trips, 9 hostile. The bench reports; it never fails on a
+6 prompt, 7 concurrency, 8 round_trips, 9 hostile, 11 tokens. The bench reports; it never fails on a
 missed target (exit 0), only on a crash of the bench itself.
 """
 
@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from . import concurrency, fresh, hostile, latency, plot, prompt, storage
+from . import concurrency, fresh, hostile, latency, plot, prompt, storage, tokens
 from .context import Bench, Settings, running_bench
 from .report import Row, markdown_table, notes_block, write_results
 
@@ -41,9 +41,10 @@ FIGURES = {
     "concurrency": 7,
     "round_trips": 8,
     "hostile": 9,
+    "tokens": 11,
 }
 # The order figures run in: in-process ones first, the fresh processes last.
-RUN_ORDER = ("latency", "prompt", "concurrency", "hostile", "storage", "fresh")
+RUN_ORDER = ("latency", "prompt", "tokens", "concurrency", "hostile", "storage", "fresh")
 QUIET_LOGGERS = ("homeassistant.loader", "aiohttp_fast_zlib", "homeassistant.components.camera")
 
 
@@ -111,6 +112,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
     steps: dict[str, Callable[[Bench], Awaitable[list[Row]]]] = {
         "latency": lambda bench: _latency_rows(bench, figures),
         "prompt": prompt.measure,
+        "tokens": tokens.measure,
         "concurrency": concurrency.measure,
         "hostile": hostile.measure,
         "storage": storage.measure,
@@ -119,6 +121,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
     wanted = {
         "latency": bool(figures & set(latency.NEEDS)),
         "prompt": "prompt" in figures,
+        "tokens": "tokens" in figures,
         "concurrency": "concurrency" in figures,
         "hostile": "hostile" in figures,
         "storage": "storage" in figures,
@@ -130,6 +133,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
 STEP_FIGURES = {
     "latency": (1, "turn overhead / first delta / round trips"),
     "prompt": (6, "prompt tokens"),
+    "tokens": (11, "tokens by home shape, re-read per follow-up"),
     "concurrency": (7, "concurrency"),
     "hostile": (9, "loop stalls under hostile model answers"),
     "storage": (5, "storage"),
