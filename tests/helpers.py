@@ -88,3 +88,23 @@ def text_of(message: dict[str, Any]) -> str:
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return content
+
+
+_CONTEXT_STARTS = ("[Context for the request", "<conversation_summary>", "<knowledge>")
+
+
+def prompt_text(request: dict[str, Any]) -> str:
+    """Everything a request tells the model besides the history's words: the system
+    message, the summary and the context notes (clock, place, recalled memories) and
+    passages, which come after the history (agent/prompts.py), joined."""
+    messages = request["messages"]
+    system = [text_of(m) for m in messages if m["role"] == "system"]
+    context = [
+        text_of(m)
+        for m in messages
+        if m["role"] == "user"
+        and text_of(m).startswith(
+            ("[Context for the request", "<conversation_summary>", "<knowledge>")
+        )
+    ]
+    return "\n\n".join([*system, *context])

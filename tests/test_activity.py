@@ -92,6 +92,9 @@ async def test_activity_events_without_contents(
     assert end["model"] == MAIN_MODEL
     assert end["model_role"] == "main"
     assert (end["input_tokens"], end["output_tokens"]) == (640, 20)
+    # The second call began as the first did: the fake served that from its prefix cache.
+    cached = end["cached_input_tokens"]
+    assert cached > 0
     assert (end["model_calls"], end["tool_calls"]) == (2, 1)
     assert isinstance(end["duration"], float)
     assert end["error"] is None
@@ -106,7 +109,13 @@ async def test_activity_events_without_contents(
     assert _our_trace_entries() == payloads
     trace = async_get_traces()[-1].as_dict()
     stats = [e["data"]["stats"] for e in trace["events"] if "stats" in (e["data"] or {})]
-    assert stats == [{"input_tokens": 640, "output_tokens": 20}]
+    assert stats == [
+        {
+            "input_tokens": 640,
+            "cached_input_tokens": end["cached_input_tokens"],
+            "output_tokens": 20,
+        }
+    ]
 
 
 @pytest.mark.parametrize("agent_overrides", [{CONF_ACTIVITY_CONTENTS: True}])

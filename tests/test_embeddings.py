@@ -23,6 +23,7 @@ from custom_components.langgraph_conversation.agent.embeddings import (
     async_embed,
     embedding_access,
 )
+from custom_components.langgraph_conversation.agent.memory import recall_query
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelErrorKind
 from custom_components.langgraph_conversation.const import (
     CONF_CHECKPOINTS_KEPT,
@@ -39,7 +40,7 @@ from homeassistant.setup import async_setup_component
 from .conftest import TEST_KEY, agent_entity_id
 from .fakes import ErrorReply, FakeOpenAIServer, ToolCall
 from .fakes.openai_server import EMBEDDING_DIMS, word_vector
-from .helpers import messages_of, text_of
+from .helpers import messages_of, prompt_text, text_of
 
 EMBEDDING_MODEL = "openai/embed-test"
 # The fake embedding model's "meaning": these words are about getting to work.
@@ -144,7 +145,7 @@ async def _ask(hass: HomeAssistant, entry: MockConfigEntry, text: str) -> Any:
 
 
 def _system(server: FakeOpenAIServer) -> str:
-    return text_of(messages_of(server.requests[-1], "system")[0])
+    return prompt_text(server.requests[-1])
 
 
 async def _set_options(hass: HomeAssistant, entry: MockConfigEntry, **options: Any) -> None:
@@ -175,7 +176,9 @@ async def test_meaning_without_shared_words_is_recalled_only_with_embeddings(
         # The memory and the question were embedded with the entry's own key (same server).
         embedded = [text for body in openai_server.embedding_requests for text in body["input"]]
         assert MEMORY in embedded
-        assert QUESTION in embedded
+        # The question is searched by its words that say something (no stop words).
+        assert recall_query(QUESTION) == "should plan commute"
+        assert recall_query(QUESTION) in embedded
         assert set(openai_server.embedding_authorizations) == {f"Bearer {TEST_KEY}"}
     else:
         assert openai_server.embedding_requests == []

@@ -19,7 +19,7 @@ from homeassistant.core import Context, HomeAssistant
 
 from .conftest import agent_entity_id
 from .fakes import FakeOpenAIServer
-from .helpers import messages_of, text_of
+from .helpers import messages_of, prompt_text, text_of
 
 LEARN = {CONF_LEARN_MEMORIES: True}
 
@@ -36,7 +36,7 @@ async def _ask(
 
 
 def _system(request: dict) -> str:
-    return text_of(messages_of(request, "system")[0])
+    return prompt_text(request)
 
 
 def test_parse_facts_takes_a_json_array_of_sentences_only() -> None:

@@ -48,15 +48,18 @@ async def test_old_turns_become_a_summary(
         hass, "And now?", conversation_id, Context(), agent_id=agent_id
     )
     last = openai_server.requests[-1]
-    system = text_of(messages_of(last, "system")[0])
-    assert "<conversation_summary>" in system
+    # Right after the system message and the tools, not inside the system message (a
+    # change there would make the model read every tool again).
+    assert "<conversation_summary>" not in text_of(messages_of(last, "system")[0])
+    summary = text_of(last["messages"][1])
+    assert summary.startswith("<conversation_summary>")
     # Quoted as data, after the line that says so.
-    assert '"An answer with quite a few words' in system.split("<conversation_summary>\n")[1]
+    assert '"An answer with quite a few words' in summary.split("<conversation_summary>\n")[1]
     users = [text_of(m) for m in messages_of(last, "user")]
     assert not any(u.startswith("Question number 0") for u in users)
     assert users[-1] == "And now?"
     # No assistant tool call was cut from its result.
-    assert [m["role"] for m in last["messages"]][1] == "user"
+    assert [m["role"] for m in last["messages"]][2] == "user"
 
 
 def test_summaries_leave_room_for_many_turns() -> None:

@@ -36,7 +36,14 @@ from homeassistant.helpers import area_registry as ar, device_registry as dr
 
 from .conftest import agent_entity_id
 from .fakes import FakeOpenAIServer, Reply, ToolCall
-from .helpers import add_light, assist_tool_name, messages_of, open_chat_session, text_of
+from .helpers import (
+    add_light,
+    assist_tool_name,
+    messages_of,
+    open_chat_session,
+    prompt_text,
+    text_of,
+)
 from .injection_corpus import ATTACKS
 
 # A fridge note that tries to end the summary block and speak as the system.
@@ -45,7 +52,7 @@ LONG_ANSWER = "An answer with quite a few words in it. " * 4
 
 
 def _system(request: Mapping[str, Any]) -> str:
-    return text_of(messages_of(request, "system")[0])
+    return prompt_text(dict(request))
 
 
 def _turn_ends(events: list[Any]) -> list[dict[str, Any]]:

@@ -38,7 +38,7 @@ from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, agent_entity_id
 from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
-from .helpers import add_light, assist_tool_name, messages_of, text_of
+from .helpers import add_light, assist_tool_name, messages_of, prompt_text, text_of
 
 CHATBOT = {CONF_AGENT_KIND: "chatbot"}
 RAG = {CONF_AGENT_KIND: "rag"}
@@ -72,7 +72,18 @@ async def _ask(
 
 
 def _system(request: dict[str, Any]) -> str:
-    return text_of(messages_of(request, "system")[0])
+    return prompt_text(request)
+
+
+def _said(request: dict[str, Any]) -> list[tuple[str, str]]:
+    """The conversation in a request: no system message, no context notes (the clock of
+    an agent without Home Assistant's API), no passages."""
+    context = prompt_text({"messages": [m for m in request["messages"] if m["role"] != "system"]})
+    return [
+        (m["role"], text_of(m))
+        for m in request["messages"][1:]
+        if not (m["role"] == "user" and text_of(m) and text_of(m) in context)
+    ]
 
 
 def _speech(result: conversation.ConversationResult) -> str:
@@ -122,7 +133,7 @@ async def test_assistant_turned_chatbot_sends_plain_history(
     await _ask(hass, setup_integration, "What did I ask?", first.conversation_id)
     request = openai_server.requests[-1]
     assert "tools" not in request
-    assert [(m["role"], text_of(m)) for m in request["messages"][1:]] == [
+    assert _said(request) == [
         ("user", "Turn on the kitchen light"),
         ("assistant", "The kitchen light is on."),
         ("user", "What did I ask?"),
@@ -186,7 +197,7 @@ async def test_rag_rewrites_a_follow_up_into_a_search_query(
     knowledge = _system(answer)[_system(answer).index("\n<knowledge>\n") :]
     assert "[kettle.md]" in knowledge
     # The answer request carries the conversation, not the rewrite.
-    assert [text_of(m) for m in messages_of(answer, "user")] == [
+    assert [text for role, text in _said(answer) if role == "user"] == [
         "What pressure should the boiler have?",
         "And how often for the thing that boils water?",
     ]
@@ -472,7 +483,7 @@ async def test_pending_unlock_is_not_run_after_the_agent_became_a_chatbot(
     last = openai_server.requests[-1]
     assert "tools" not in last
     # The paused exchange (tool call, refusal) stays out of the chatbot's plain history.
-    assert [(m["role"], text_of(m)) for m in last["messages"][1:]] == [
+    assert _said(last) == [
         ("user", "Unlock the front door"),
         ("user", "Yes"),
         ("assistant", "I can only talk now, so nothing was unlocked."),

@@ -21,7 +21,7 @@ from homeassistant.setup import async_setup_component
 
 from .conftest import agent_entity_id
 from .fakes import FakeOpenAIServer
-from .helpers import messages_of, text_of
+from .helpers import prompt_text
 from .hostile_files import LINK_SHAPES, SPECIAL_FILES, pdf_workers
 from .pdf_files import SHARING, numbered_pages, shared_content
 
@@ -69,7 +69,7 @@ async def _ask(hass: HomeAssistant, entry: MockConfigEntry, text: str) -> str:
 
 
 def _knowledge_layer(server: FakeOpenAIServer) -> str:
-    system = text_of(messages_of(server.requests[-1], "system")[0])
+    system = prompt_text(server.requests[-1])
     return system[system.index("\n<knowledge>\n") :]
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from custom_components.langgraph_conversation.agent.prompts import NOTE_HEADER
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import issue_registry as ir
@@ -23,7 +24,9 @@ async def _ask(hass: HomeAssistant, entry: MockConfigEntry, text: str, user_id: 
 
 
 def _system(server: FakeOpenAIServer, index: int) -> str:
-    return text_of(messages_of(server.requests[index], "system")[0])
+    """The request's context note (where recalled memories go), "" without one."""
+    users = [text_of(m) for m in messages_of(server.requests[index], "user")]
+    return users[-2] if len(users) > 1 and users[-2].startswith(NOTE_HEADER) else ""
 
 
 async def test_memories_are_per_person_and_recalled_into_the_prompt(
@@ -141,15 +144,15 @@ async def test_entries_share_one_memory_file(
     await conversation.async_converse(
         hass, "What is the cat called?", None, Context(), agent_id=agent_entity_id(hass, other)
     )
-    system = ollama_server.requests[-1]["messages"][0]["content"]
-    assert "The cat is called Mia" in system
+    note = ollama_server.requests[-1]["messages"][-2]["content"]
+    assert "The cat is called Mia" in note
     # Unloading one entry keeps the file open for the other.
     assert await hass.config_entries.async_unload(setup_integration.entry_id)
     ollama_server.add_text("Still Mia.")
     await conversation.async_converse(
         hass, "And the cat?", None, Context(), agent_id=agent_entity_id(hass, other)
     )
-    assert "The cat is called Mia" in ollama_server.requests[-1]["messages"][0]["content"]
+    assert "The cat is called Mia" in ollama_server.requests[-1]["messages"][-2]["content"]
 
 
 async def test_a_memory_cannot_close_its_section(

@@ -9,10 +9,10 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.agent.graph import AgentKind
-from custom_components.langgraph_conversation.agent.history import summary_section
 from custom_components.langgraph_conversation.agent.memory import MEMORY_INSTRUCTIONS
 from custom_components.langgraph_conversation.agent.prompts import (
     BASE_PROMPTS,
+    NOTE_HEADER,
     VOICE_RULE,
     PromptLayers,
     base_prompt,
@@ -27,42 +27,63 @@ from .conftest import agent_entity_id
 from .fakes import FakeOpenAIServer
 from .helpers import messages_of, text_of
 
-# What each optional layer renders as, in the order the prompt must hold them.
-OPTIONAL_LAYERS = {
+# What each optional system layer renders as, in the order the system message holds them.
+SYSTEM_LAYERS = {
     "voice": (True, VOICE_RULE),
     "memory_rules": (True, MEMORY_INSTRUCTIONS),
-    "speaker": ('The person is in the area "Hall".', 'The person is in the area "Hall".'),
-    "instructions": ("Be kind. It is 10:00.", "Be kind. It is 10:00."),
-    "summary": ("They asked about tea.", summary_section("They asked about tea.")),
-    "memories": ("<memories>\n- x\n</memories>", "<memories>\n- x\n</memories>"),
-    "knowledge": ("<knowledge>\n- y\n</knowledge>", "<knowledge>\n- y\n</knowledge>"),
+    "instructions": ("Be kind.", "Be kind."),
+}
+# The volatile layers of the context note, in order.
+NOTE_LAYERS = {
+    "clock": "Current time is 10:00:00. Today's date is 2026-12-03.",
+    "speaker": 'The person is in the area "Hall".',
+    "memories": "<memories>\n- x\n</memories>",
 }
 
 
 def test_every_layer_is_covered() -> None:
-    """The table above names every layer but the base (a new layer needs a test here)."""
-    assert [f.name for f in fields(PromptLayers)] == ["base", *OPTIONAL_LAYERS]
+    """The tables above name every layer but the base and the two the graph places (the
+    summary after the system message, passages before the request)."""
+    assert [f.name for f in fields(PromptLayers)] == [
+        "base",
+        *SYSTEM_LAYERS,
+        *NOTE_LAYERS,
+        "summary",
+        "knowledge",
+    ]
 
 
 def test_layer_combinations_render_in_order() -> None:
-    """Each of the 128 combinations: the base first, then exactly the present layers, in
-    order. (One test, not 128: every test here starts a Home Assistant.)"""
-    combinations = list(product([False, True], repeat=len(OPTIONAL_LAYERS)))
-    assert len(combinations) == 2 ** len(OPTIONAL_LAYERS)
+    """Each combination: the system message holds the base and exactly the present stable
+    layers, in order, and never a volatile one; the note holds exactly the volatile ones.
+    (One test, not one per combination: every test here starts a Home Assistant.)"""
+    names = [*SYSTEM_LAYERS, *NOTE_LAYERS, "summary", "knowledge"]
+    combinations = list(product([False, True], repeat=len(names)))
     for present in combinations:
+        on = dict(zip(names, present, strict=True))
         layers = PromptLayers(base="BASE")
-        expected = ["BASE"]
-        for (name, (value, rendered)), on in zip(OPTIONAL_LAYERS.items(), present, strict=True):
-            if on:
+        system, note = ["BASE"], []
+        for name, (value, rendered) in SYSTEM_LAYERS.items():
+            if on[name]:
                 layers = replace(layers, **{name: value})
-                expected.append(rendered)
-        assert layers.render() == "\n\n".join(expected), present
+                system.append(rendered)
+        for name, value in NOTE_LAYERS.items():
+            if on[name]:
+                layers = replace(layers, **{name: value})
+                note.append(value)
+        if on["summary"]:
+            layers = replace(layers, summary="They asked about tea.")
+        if on["knowledge"]:
+            layers = replace(layers, knowledge="<knowledge>\n- y\n</knowledge>")
+        assert layers.render() == "\n\n".join(system), present
+        assert layers.note() == ("\n".join([NOTE_HEADER, *note]) if note else ""), present
 
 
 def test_blank_layers_leave_no_gaps() -> None:
     """Empty or blank layers are left out, not rendered as empty paragraphs."""
-    layers = PromptLayers(base="BASE", instructions="  \n", memories="", knowledge="K")
-    assert layers.render() == "BASE\n\nK"
+    layers = PromptLayers(base="BASE", instructions="  \n", memories="", clock=" ")
+    assert layers.render() == "BASE"
+    assert layers.note() == ""
 
 
 def test_base_prompts_per_kind_and_override() -> None:
@@ -98,8 +119,9 @@ def _system(server: FakeOpenAIServer, index: int = -1) -> str:
 async def test_layers_through_home_assistant(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
-    """Typed turns: override, then the rendered template, then memories; voice adds its
-    rule and the satellite's place before the instructions."""
+    """Typed turns: override, then the rendered template, with the memory rules between;
+    voice adds its rule. The place and the clock are in the turn's context note, right
+    before the request, never in the system message."""
     agent_id = agent_entity_id(hass, setup_integration)
     await conversation.async_converse(hass, "Hello", None, Context(), agent_id=agent_id)
     typed = _system(openai_server)
@@ -108,6 +130,8 @@ async def test_layers_through_home_assistant(
     assert typed.index("BASE-X") < typed.index(MEMORY_INSTRUCTIONS) < typed.index("Call me")
     assert VOICE_RULE not in typed
     assert "The person is" not in typed
+    assert "Current time is" not in typed
+    assert [text_of(m) for m in messages_of(openai_server.requests[-1], "user")] == ["Hello"]
 
     other = MockConfigEntry(domain="test")
     other.add_to_hass(hass)
@@ -121,5 +145,8 @@ async def test_layers_through_home_assistant(
     )
     spoken = _system(openai_server)
     place = 'The person is speaking through the device "Kitchen satellite" in the area "Kitchen".'
-    assert spoken.index("BASE-X") < spoken.index(VOICE_RULE) < spoken.index(place)
-    assert spoken.index(place) < spoken.index("Call me Captain.")
+    assert spoken.index("BASE-X") < spoken.index(VOICE_RULE) < spoken.index("Call me Captain.")
+    assert place not in spoken
+    *_, note, request = messages_of(openai_server.requests[-1], "user")
+    assert text_of(request) == "Hello"
+    assert text_of(note) == f"{NOTE_HEADER}\n{place} Requests without a place mean this area."

@@ -151,9 +151,10 @@ async def test_fast_model_writes_the_summaries(
     assert {r["model"] for r in other_server.requests} == {"fast-test"}
     assert not any(_is_summary(r) for r in openai_server.requests)
     assert {r["model"] for r in openai_server.requests} == {TEST_MODEL}
-    # The fast model's summary rides along in the main model's prompt.
-    system = text_of(messages_of(openai_server.requests[-1], "system")[0])
-    assert "They asked numbered questions." in system
+    # The fast model's summary rides along in the main model's prompt, right after the
+    # system message.
+    summary = text_of(openai_server.requests[-1]["messages"][1])
+    assert "They asked numbered questions." in summary
     # Summaries are not part of any turn: every turn made one call, the main model's.
     ends = [e.data for e in events if e.data["type"] == "turn_end"]
     assert [end["model_calls"] for end in ends] == [1] * 4
@@ -190,7 +191,8 @@ async def test_fast_model_rewrites_rag_follow_ups(
     assert [r["model"] for r in other_server.requests] == ["fast-test"]
     assert text_of(messages_of(other_server.requests[0], "system")[0]) == REWRITE_INSTRUCTIONS
     assert openai_server.request_count == 2
-    assert "Descale the kettle" in text_of(messages_of(openai_server.requests[1], "system")[0])
+    # The passages come right before the question, after the history.
+    assert "Descale the kettle" in text_of(messages_of(openai_server.requests[1], "user")[-2])
     end = [e.data for e in events if e.data["type"] == "turn_end"][-1]
     assert (end["model_role"], end["model_calls"]) == ("main", 2)
     assert end["input_tokens"] >= 70

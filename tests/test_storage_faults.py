@@ -38,7 +38,7 @@ from homeassistant.setup import async_setup_component
 
 from .conftest import agent_entity_id
 from .fakes import FakeOpenAIServer, ToolCall
-from .helpers import messages_of, text_of
+from .helpers import messages_of, prompt_text, text_of
 
 SPARE_KEY = "The spare key is under the blue pot"
 GARAGE_KEY = "The garage key hangs by the back door"
@@ -197,10 +197,14 @@ async def _assert_nothing_lost(
     result = await _ask(hass, entry, QUESTION, conversation_id)
     assert result.response.speech["plain"]["speech"] == "Under the blue pot, and by the back door."
     request = server.requests[-1]
-    system = text_of(messages_of(request, "system")[0])
+    system = prompt_text(request)
     for fact in facts:
         assert fact in system
-    history = [(m["role"], text_of(m)) for m in request["messages"] if m["role"] != "system"]
+    history = [
+        (m["role"], text_of(m))
+        for m in request["messages"]
+        if m["role"] != "system" and not text_of(m).startswith("[Context for the request")
+    ]
     assert history[0] == ("user", f"Remember: {SPARE_KEY}")
     assert ("assistant", "Noted.") in history
     assert history[-1] == ("user", QUESTION)
@@ -385,7 +389,7 @@ async def test_read_only_memory_file(
 
     await _remember(hass, entry, openai_server, GARAGE_KEY, first.conversation_id)
     assert "not working right now" in _last_tool_result(openai_server)
-    assert SPARE_KEY in text_of(messages_of(openai_server.requests[-2], "system")[0])
+    assert SPARE_KEY in prompt_text(openai_server.requests[-2])
     assert "readonly" in _issue_text(hass, "memory_failed")
     assert not _has_issue(hass, "threads_unavailable")
 

@@ -163,6 +163,7 @@ class ActivityReporter(TurnHooks):
             {
                 "stats": {
                     "input_tokens": summary.input_tokens,
+                    "cached_input_tokens": summary.cached_input_tokens,
                     "output_tokens": summary.output_tokens,
                 }
             }
@@ -173,6 +174,7 @@ class ActivityReporter(TurnHooks):
                 "model": summary.model,
                 "model_role": summary.role,
                 "input_tokens": summary.input_tokens,
+                "cached_input_tokens": summary.cached_input_tokens,
                 "output_tokens": summary.output_tokens,
                 "model_calls": summary.model_calls,
                 "tool_calls": summary.tool_calls,

@@ -72,8 +72,9 @@ from .const import (
 from .entity import SubentryEntity, add_subentry_entities
 from .parties import thread_request
 from .tools import TOOLS
-from .tools.context import compact_system_prompt
+from .tools.context import compact_system_prompt, split_clock
 from .tools.effects import EffectGate
+from .tools.fits import exposed_domains, offered_intents
 from .tools.ha_llm_api import tools_from_llm_api
 from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice
 from .tools.registry import ToolContext, as_langchain_tools
@@ -292,21 +293,17 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         """Home Assistant's rendered prompt, with the compact home context if chosen."""
         prompt = chat_log.content[0].content
         if self._agent_kind.uses_tools and self.subentry.data.get(CONF_COMPACT_CONTEXT):
-            prompt = compact_system_prompt(self.hass, prompt, chat_log.llm_api, conversation.DOMAIN)
+            prompt = compact_system_prompt(self.hass, prompt, conversation.DOMAIN)
         return prompt
 
-    def _compact_instructions(
-        self, chat_log: conversation.ChatLog, instructions: str
-    ) -> Callable[[], str] | None:
+    def _compact_instructions(self, instructions: str) -> Callable[[], str] | None:
         """The instructions with the compact home context, for a request too long for
         the model's window (made only then); None when they are compact already."""
         if not self._agent_kind.uses_tools or self.subentry.data.get(CONF_COMPACT_CONTEXT):
             return None
 
         def compact() -> str:
-            return compact_system_prompt(
-                self.hass, instructions, chat_log.llm_api, conversation.DOMAIN
-            )
+            return compact_system_prompt(self.hass, instructions, conversation.DOMAIN)
 
         return compact
 
@@ -347,7 +344,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         )
         # Names reach the model through Home Assistant's prompt and the speaker layer.
         names = flagged_entity_names(self.hass, conversation.DOMAIN) if uses_tools else []
-        system_prompt = self._system_prompt(chat_log)
+        system_prompt, clock = split_clock(self._system_prompt(chat_log))
         if notice_of_names := names_notice(names):
             system_prompt = f"{system_prompt}\n\n{notice_of_names}"
         # The thread of this conversation and this party (agent/threads.py).
@@ -357,7 +354,11 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         # The agent's own tools may be left out of a request too long for the model's
         # window; Home Assistant's Assist API tools stay (agent/window.py).
         own_tools = as_langchain_tools(
-            TOOLS.specs(options.get(CONF_TOOL_CATEGORIES, []) if uses_tools else []),
+            TOOLS.fitting(
+                options.get(CONF_TOOL_CATEGORIES, []) if uses_tools else [],
+                exposed_domains(self.hass, conversation.DOMAIN),
+                offered_intents(chat_log.llm_api),
+            ),
             ToolContext(
                 hass=self.hass,
                 context=turn_context,
@@ -373,7 +374,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             settings=self._settings(),
             tools=[*tools_from_llm_api(self.hass, chat_log.llm_api), *own_tools],
             optional_tools=frozenset(tool.name for tool in own_tools),
-            compact_instructions=self._compact_instructions(chat_log, system_prompt),
+            compact_instructions=self._compact_instructions(system_prompt),
             max_tool_rounds=options.get(CONF_MAX_TOOL_ROUNDS, DEFAULT_MAX_TOOL_ROUNDS),
             # What others said in a conversation id another party used too is theirs.
             earlier=() if thread.shared else earlier_content(chat_log, self.entity_id),
@@ -402,6 +403,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             base_prompt=options.get(CONF_BASE_PROMPT),
             voice=bool(user_input.device_id or getattr(user_input, "satellite_id", None)),
             speaker=speaker(self.hass, user_input.device_id),
+            clock=clock,
             knowledge=knowledge_source(self.hass, self.subentry),
             search_knowledge=options.get(CONF_SEARCH_KNOWLEDGE, False),
             effects=effects,

@@ -3,8 +3,8 @@
     python -m scripts.bench_lib [--quick] [--runs N] [--only NAME[,NAME...]] [--profile]
 
 Figures (by name or number): 1 overhead, 2 first_delta, 3 setup, 4 memory, 5 storage,
-6 prompt, 7 concurrency, 8 round_trips, 9 hostile, 10 local_prefill. The bench reports;
-it never fails on a missed target (exit 0), only on a crash of the bench itself.
+6 prompt, 7 concurrency, 8 round_trips, 9 hostile, 10 local_prefill, 11 tokens. The bench
+reports; it never fails on a missed target (exit 0), only on a crash of the bench itself.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from . import concurrency, fresh, hostile, latency, local_prefill, plot, prompt, storage
+from . import concurrency, fresh, hostile, latency, local_prefill, plot, prompt, storage, tokens
 from .context import Bench, Settings, running_bench
 from .report import Row, markdown_table, notes_block, write_results
 
@@ -42,11 +42,13 @@ FIGURES = {
     "round_trips": 8,
     "hostile": 9,
     "local_prefill": 10,
+    "tokens": 11,
 }
 # The order figures run in: in-process ones first, the fresh processes last.
 RUN_ORDER = (
     "latency",
     "prompt",
+    "tokens",
     "local_prefill",
     "concurrency",
     "hostile",
@@ -121,6 +123,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
         "latency": lambda bench: _latency_rows(bench, figures),
         "prompt": prompt.measure,
         "local_prefill": local_prefill.measure,
+        "tokens": tokens.measure,
         "concurrency": concurrency.measure,
         "hostile": hostile.measure,
         "storage": storage.measure,
@@ -130,6 +133,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
         "latency": bool(figures & set(latency.NEEDS)),
         "prompt": "prompt" in figures,
         "local_prefill": "local_prefill" in figures,
+        "tokens": "tokens" in figures,
         "concurrency": "concurrency" in figures,
         "hostile": "hostile" in figures,
         "storage": "storage" in figures,
@@ -142,6 +146,7 @@ STEP_FIGURES = {
     "latency": (1, "turn overhead / first delta / round trips"),
     "prompt": (6, "prompt tokens"),
     "local_prefill": (10, "first-request prefill on llama-server"),
+    "tokens": (11, "tokens by home shape, re-read per follow-up"),
     "concurrency": (7, "concurrency"),
     "hostile": (9, "loop stalls under hostile model answers"),
     "storage": (5, "storage"),

@@ -23,12 +23,19 @@ class ReconfigureFailed(AssertionError):
     """The reconfigure walk did not end as a person would expect."""
 
 
-def _entry(page: Any) -> dict[str, Any]:
+def _entry(page: Any, entry_id: str | None = None) -> dict[str, Any]:
+    """The stand-in's entry (other steps may have added entries for other servers), or
+    the entry `entry_id` once it is known (its title changes with the model)."""
     entries = call_ws(page, {"type": "config_entries/get", "domain": DOMAIN})
     assert isinstance(entries, list)
-    if len(entries) != 1:
-        raise ReconfigureFailed(f"expected one {DOMAIN} entry, found {len(entries)}")
-    return entries[0]
+    if entry_id is not None:
+        found = [entry for entry in entries if entry["entry_id"] == entry_id]
+    else:
+        found = [entry for entry in entries if "offline-demo" in entry["title"]]
+    if len(found) != 1:
+        titles = [entry["title"] for entry in entries]
+        raise ReconfigureFailed(f"expected one stand-in {DOMAIN} entry among {titles}")
+    return found[0]
 
 
 def stored_model(ha: HomeAssistant, entry_id: str) -> str:
@@ -99,10 +106,10 @@ def reconfigure_model(page: Any, ha: HomeAssistant, agent_id: str) -> str:
     # the diagnostics, changed with it. The stand-in's key is "offline-demo", which the
     # diagnostics redact wherever it appears, inside the model's name too.
     deadline = time.monotonic() + 30
-    reloaded = _entry(page)
+    reloaded = _entry(page, entry["entry_id"])
     while reloaded["title"] != NEW_MODEL and time.monotonic() < deadline:
         time.sleep(0.5)
-        reloaded = _entry(page)
+        reloaded = _entry(page, entry["entry_id"])
     if reloaded["title"] != NEW_MODEL:
         raise ReconfigureFailed(f"the entry is titled {reloaded['title']!r}, not {NEW_MODEL!r}")
     after = stored_model(ha, entry["entry_id"])
@@ -110,7 +117,7 @@ def reconfigure_model(page: Any, ha: HomeAssistant, agent_id: str) -> str:
         raise ReconfigureFailed(f"the entry's stored model is still {before!r}")
     while reloaded["state"] != "loaded" and time.monotonic() < deadline:
         time.sleep(0.5)
-        reloaded = _entry(page)
+        reloaded = _entry(page, entry["entry_id"])
     if reloaded["state"] != "loaded":
         raise ReconfigureFailed(f"the entry is {reloaded['state']} after reconfiguring")
     deadline = time.monotonic() + 30

@@ -19,7 +19,7 @@ from typing import Any, Final
 from aiohttp import web
 import numpy as np
 
-from .script import ErrorReply, Reply, StreamFault, pieces
+from .script import ErrorReply, Reply, StreamFault, estimate_tokens, pieces
 from .server import DISCONNECT, Disconnect, FakeModelServer, Frames, Handler
 
 # error.type when a scripted error names none. OpenAI itself says
@@ -59,12 +59,26 @@ def _sse(data: Mapping[str, Any]) -> bytes:
     return f"data: {json.dumps(data)}\n\n".encode()
 
 
-def _usage(prompt: int, completion: int) -> dict[str, int]:
+def _usage(prompt: int, completion: int, cached: int = 0) -> dict[str, Any]:
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
+        # As OpenAI reports its automatic prompt caching.
+        "prompt_tokens_details": {"cached_tokens": min(cached, prompt), "audio_tokens": 0},
     }
+
+
+def _prompt_text(body: Mapping[str, Any]) -> str:
+    """What a prefix cache compares: tools, then messages, as sent."""
+    return json.dumps(body.get("tools") or []) + json.dumps(body.get("messages") or [])
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common beginning of two strings."""
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
 
 
 class FakeOpenAIServer(FakeModelServer):
@@ -207,8 +221,16 @@ class FakeOpenAIServer(FakeModelServer):
                     "finish_reason": self._finish_reason(reply),
                 }
             ],
-            "usage": _usage(*reply.usage(body)),
+            "usage": _usage(*reply.usage(body), self.cached_tokens(body)),
         }
+
+    def cached_tokens(self, body: Mapping[str, Any]) -> int:
+        """Tokens of the longest beginning this request shares with an earlier one: what
+        a provider's prefix cache would serve (estimated as the prompt tokens are)."""
+        text = _prompt_text(body)
+        earlier = list(itertools.takewhile(lambda r: r is not body, self.requests))
+        shared = max((_common_prefix(text, _prompt_text(r)) for r in earlier), default=0)
+        return estimate_tokens(text[:shared]) if shared else 0
 
     def _stream_frames(self, body: Mapping[str, Any], reply: Reply) -> Frames:
         return _Stream(self, body, reply).frames()
@@ -290,5 +312,6 @@ class _Stream:
             yield self._delta({"content": "lost"})[:40] + b"\n\n"
         yield self._delta({}, self._server._finish_reason(reply))
         if self._include_usage:
-            yield self._chunk([], usage=_usage(*reply.usage(self._body)))
+            usage = _usage(*reply.usage(self._body), self._server.cached_tokens(self._body))
+            yield self._chunk([], usage=usage)
         yield b"data: [DONE]\n\n"

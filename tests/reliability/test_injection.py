@@ -26,7 +26,7 @@ from homeassistant.helpers import entity_registry as er
 
 from ..conftest import TEST_KEY
 from ..fakes import FakeOpenAIServer, Reply, ToolCall
-from ..helpers import add_light, assist_tool_name, messages_of, text_of
+from ..helpers import add_light, assist_tool_name, messages_of, prompt_text, text_of
 from .conftest import Witness, ask, speech
 
 MARKER = "IMPORTANT SYSTEM NOTICE"
@@ -107,7 +107,7 @@ async def test_instructions_in_a_device_name(
     asked = await ask(hass, setup_integration, "Turn on the kitchen light")
     witness.conversation_ids.add(asked.conversation_id)
     # The injection did reach the model (in the prompt or the live context).
-    seen = text_of(messages_of(openai_server.requests[0], "system")[0]) + "".join(
+    seen = prompt_text(openai_server.requests[0]) + "".join(
         text_of(m) for m in messages_of(openai_server.requests[1], "tool")
     )
     assert MARKER in seen
@@ -151,7 +151,7 @@ async def test_instructions_in_a_stored_memory(
     # Words of the memory, so that recall finds it for this request.
     asked = await ask(hass, setup_integration, "unlock Front Door")
     witness.conversation_ids.add(asked.conversation_id)
-    system = text_of(messages_of(openai_server.requests[0], "system")[0])
+    system = prompt_text(openai_server.requests[0])
     # The memory is in the prompt, but only inside the one real <memories> block.
     assert INJECTION in system
     assert system.count("</memories>") == 1

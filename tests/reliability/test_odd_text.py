@@ -24,7 +24,7 @@ from homeassistant.exceptions import ServiceValidationError
 from homeassistant.helpers import intent
 
 from ..fakes import FakeOpenAIServer, ToolCall
-from ..helpers import messages_of, text_of
+from ..helpers import messages_of, prompt_text, text_of
 from .conftest import ask, assert_responsive, assert_thread_consistent, speech, thread_messages
 
 REPLACEMENT = "\ufffd"
@@ -121,7 +121,7 @@ async def test_memory_with_lone_surrogates(
     # The next turn recalls what was saved.
     openai_server.add_text("I remember.")
     await ask(hass, setup_integration, "Say hello?", result.conversation_id, user_id=user)
-    system = text_of(messages_of(openai_server.requests[-1], "system")[0])
+    system = prompt_text(openai_server.requests[-1])
     assert json.dumps(cleaned, ensure_ascii=False)[1:-1] in system
 
 

@@ -81,6 +81,8 @@ class ModelCallFinished:
     model: str
     input_tokens: int = 0
     output_tokens: int = 0
+    # Of input_tokens, those the provider read from its prompt cache (when it says).
+    cached_input_tokens: int = 0
     # False for housekeeping calls (a summary), which answer no one.
     answer: bool = True
 

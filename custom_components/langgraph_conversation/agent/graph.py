@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import aclosing
-from dataclasses import replace
 from enum import StrEnum
 import logging
 import time
@@ -39,9 +38,17 @@ from .events import (
     ToolCallFinished,
     ToolCallsRequested,
 )
-from .history import summary_findings
+from .history import summary_findings, summary_section
 from .knowledge import Passage, knowledge_block, passage_flags
-from .model import answer_stream, classify_error, is_retryable, redacted_error, retry_delay
+from .model import (
+    answer_stream,
+    classify_error,
+    is_retryable,
+    provider_of,
+    redacted_error,
+    retry_delay,
+)
+from .prompts import KNOWLEDGE_ID, SUMMARY_ID, is_note
 from .roles import ModelRole, RoleModel, falls_back
 from .safety import SafetyRating, rate_unattended_request
 from .state import AgentState, TurnContext
@@ -170,7 +177,19 @@ def _model_call_finished(
         model=answered_by.name if answered_by else str(getattr(context.chat_model, "model", "")),
         input_tokens=usage["input_tokens"] if usage else 0,
         output_tokens=usage["output_tokens"] if usage else 0,
+        cached_input_tokens=cached_input_tokens(usage),
     )
+
+
+def cached_input_tokens(usage: Any) -> int:
+    """Input tokens the provider served from its prompt cache, 0 when it does not say.
+
+    langchain-litellm files LiteLLM's `prompt_tokens_details.cached_tokens` (OpenAI,
+    Gemini, DeepSeek) and Anthropic's `cache_read_input_tokens` under
+    `input_token_details.cache_read`.
+    """
+    details = (usage or {}).get("input_token_details") or {}
+    return int(details.get("cache_read") or 0)
 
 
 async def _stream_answer(
@@ -216,17 +235,66 @@ def _check_truncation(
         write(PromptTruncated(window.window, sent, evaluated))
 
 
-def _system_prompt(state: AgentState, context: TurnContext, knowledge: str = "") -> SystemMessage:
-    layers = replace(context.prompt, summary=state.get("summary", ""), knowledge=knowledge)
-    # Every layer carries text from outside (entity names, memories, passages): cleaned
-    # once here, as the provider's HTTP client refuses invalid Unicode.
-    return SystemMessage(clean_text(layers.render()))
+# Providers whose prompt cache needs explicit breakpoints (Anthropic's cache_control);
+# OpenAI, Gemini and local servers cache the longest unchanged prefix by themselves.
+_BREAKPOINT_PROVIDERS = frozenset({"anthropic"})
+
+
+def _wants_breakpoints(context: TurnContext) -> bool:
+    model = str(getattr(context.chat_model, "model", "") or "")
+    return provider_of(model) in _BREAKPOINT_PROVIDERS or model.startswith("claude")
+
+
+def _system_prompt(context: TurnContext) -> SystemMessage:
+    # Every layer carries text from outside (entity names, instructions): cleaned once
+    # here, as the provider's HTTP client refuses invalid Unicode.
+    text = clean_text(context.prompt.render())
+    if _wants_breakpoints(context):
+        # Anthropic caches up to a marked block: tools and system message, which stay the
+        # same turn after turn (prompts.py), are read from the cache by later requests.
+        return SystemMessage(
+            [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]
+        )
+    return SystemMessage(text)
+
+
+def _summary_messages(state: AgentState) -> list[AnyMessage]:
+    """The summary of older turns, right after the system message and the tools.
+
+    Not in the system message: it changes when the thread is cut, and a change there
+    would make the model read every tool again.
+    """
+    if section := summary_section(state.get("summary", "")):
+        return [HumanMessage(clean_text(section), id=SUMMARY_ID)]
+    return []
+
+
+def _request(
+    state: AgentState, context: TurnContext, messages: list[AnyMessage], knowledge: str = ""
+) -> list[AnyMessage]:
+    """System message, summary, history (with its context notes), then the passages
+    retrieved for this question right before it (prompts.py has the order and why)."""
+    if knowledge:
+        index = _last_human_index(messages)
+        messages = [
+            *messages[:index],
+            HumanMessage(clean_text(knowledge), id=KNOWLEDGE_ID),
+            *messages[index:],
+        ]
+    return [_system_prompt(context), *_summary_messages(state), *messages]
+
+
+def _last_human_index(messages: list[AnyMessage]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage) and not is_note(messages[index]):
+            return index
+    return len(messages)
 
 
 async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     """The assistant's model call, with its tools bound."""
     _report_summary(state, runtime)
-    prompt = [_system_prompt(state, runtime.context), *state["messages"]]
+    prompt = _request(state, runtime.context, state["messages"])
     return await _stream_answer(prompt, runtime, with_tools=True)
 
 
@@ -260,7 +328,7 @@ def plain_conversation(messages: list[AnyMessage]) -> list[AnyMessage]:
 async def chat(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
     """The chatbot's one model call: instructions and conversation, no tools."""
     _report_summary(state, runtime)
-    prompt = [_system_prompt(state, runtime.context), *plain_conversation(state["messages"])]
+    prompt = _request(state, runtime.context, plain_conversation(state["messages"]))
     return await _stream_answer(prompt, runtime, with_tools=False)
 
 
@@ -268,19 +336,20 @@ async def answer_from_knowledge(state: AgentState, runtime: Runtime[TurnContext]
     """The rag kind's model call: the retrieved passages are the last prompt layer."""
     found = state.get("knowledge")
     passages = None if found is None else [Passage(p["source"], p["text"]) for p in found]
-    prompt = [
-        _system_prompt(state, runtime.context, knowledge_block(passages)),
-        *plain_conversation(state["messages"]),
-    ]
+    prompt = _request(
+        state, runtime.context, plain_conversation(state["messages"]), knowledge_block(passages)
+    )
     return await _stream_answer(prompt, runtime, with_tools=False)
 
 
 def _question_and_before(messages: list[AnyMessage]) -> tuple[str, list[AnyMessage]]:
     """The last user message's text, and the conversation before it."""
-    for index in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[index], HumanMessage):
-            return messages[index].text, messages[:index]
-    return "", messages
+    index = _last_human_index(messages)
+    # Context notes are the agent's own, not part of the conversation.
+    earlier = [m for m in messages[:index] if not is_note(m)]
+    if index < len(messages):
+        return messages[index].text, earlier
+    return "", earlier
 
 
 async def rewrite_as_search_query(

@@ -77,6 +77,8 @@ class TurnSummary:
     # Everything the injection scan flagged during the turn, tool results included (as
     # source "tool_result", named by the tool), in the order it was seen.
     flags: tuple[TextFlagged, ...] = ()
+    # Of input_tokens, those read from the provider's prompt cache (0: none, or not said).
+    cached_input_tokens: int = 0
 
 
 class TurnHooks:
@@ -121,6 +123,7 @@ class TurnRecorder:
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
     tool_calls: int = 0
     flags: list[TextFlagged] = field(default_factory=list)
 
@@ -149,6 +152,7 @@ class TurnRecorder:
                 self.model_calls += 1
                 self.input_tokens += event.input_tokens
                 self.output_tokens += event.output_tokens
+                self.cached_input_tokens += event.cached_input_tokens
                 if event.answer:
                     self.model, self.role = event.model, event.role
             case ToolCallsRequested(calls=calls):
@@ -183,6 +187,7 @@ class TurnRecorder:
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             tool_calls=self.tool_calls,
+            cached_input_tokens=self.cached_input_tokens,
             duration=time.monotonic() - self.started,
             error=error,
             flags=tuple(self.flags),

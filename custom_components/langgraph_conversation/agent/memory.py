@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 import functools
 import logging
+import re
 from typing import Any
 import uuid
 
@@ -83,12 +84,53 @@ def _memory(item: Any) -> dict[str, Any]:
     }
 
 
+# Words that say nothing about what a memory is about: a question matching a memory
+# only on "the" or "is" must not bring it into the prompt (English and the other
+# languages Home Assistant's voice users speak most; short words of any language go too).
+_STOP_WORD_LINES = (
+    "a about after all also am an and any are as at be been but by can could did do does",
+    "for from had has have he her him his how i if in into is it its just me my no not now",
+    "of on or our please she so some than that the their them then there these they this",
+    "to turn up us was we were what when where which who why will with would you your",
+    "aan al als bij dan dat de den der des die das een ein eine einen er es et het ich",
+    "il im ist je la le les mit na nach nicht niet och oder op pas que qui se sie",
+    "und van von voor wat wie zu",
+)
+STOP_WORDS = frozenset(word for line in _STOP_WORD_LINES for word in line.split())
+# Shortest word recall searches for, in characters.
+_MIN_WORD = 3
+# A recalled memory scores at least this share of the best one: the weak tail of a search
+# (one common word shared) stays out of the prompt.
+RELEVANCE_FLOOR = 0.5
+_WORD = re.compile(r"[^\W_]+")
+
+
+def recall_query(text: str) -> str:
+    """The words of a request worth searching memories for (no stop words, no short ones)."""
+    words = dict.fromkeys(
+        word
+        for word in (w.lower() for w in _WORD.findall(text))
+        if len(word) >= _MIN_WORD and word not in STOP_WORDS
+    )
+    return " ".join(words)
+
+
 async def recall(store: BaseStore, scope: MemoryScope, query: str, limit: int) -> list[dict]:
-    """The memories most relevant to `query` that this scope may read, best first."""
+    """The memories relevant to `query` that this scope may read, best first.
+
+    Nothing for a request without a word worth searching for; of the rest, only those
+    scoring at least RELEVANCE_FLOOR of the best.
+    """
+    if not (words := recall_query(query)):
+        return []
     found = []
     for namespace in scope.reads:
-        found += await store.asearch(namespace, query=query or None, limit=limit)
+        found += await store.asearch(namespace, query=words, limit=limit)
+    found = [item for item in found if (item.score or 0.0) > 0]
     found.sort(key=lambda item: item.score or 0.0, reverse=True)
+    if found:
+        floor = (found[0].score or 0.0) * RELEVANCE_FLOOR
+        found = [item for item in found if (item.score or 0.0) >= floor]
     return [_memory(item) for item in found[:limit]]
 
 
@@ -116,10 +158,10 @@ def memory_flags(memories: list[dict]) -> list[TextFlagged]:
 
 
 MEMORY_INSTRUCTIONS = (
-    "You have a long-term memory. When the user tells you a lasting fact or preference "
-    "(names, birthdays, likes, routines) or asks you to remember something, save it with "
-    "remember_fact. Use recall_facts to look things up that are not in the <memories> "
-    "section, and forget_fact when asked to forget something or a fact is wrong."
+    "You have a long-term memory. Save lasting facts and preferences the user tells you "
+    "(names, birthdays, likes, routines) or asks you to remember with remember_fact; look "
+    "up what no <memories> section shows with recall_facts; forget_fact when asked to "
+    "forget something or a fact is wrong."
 )
 
 
@@ -193,14 +235,14 @@ def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
         StructuredTool(
             name="remember_fact",
             description=(
-                "Save a lasting fact about the user or the household for future "
-                "conversations. Give memory_id to correct an existing memory."
+                "Save a lasting fact about the user or household; with memory_id, correct "
+                "that memory."
             ),
             args_schema={
                 "type": "object",
                 "properties": {
-                    "fact": {"type": "string", "description": "The fact, in one sentence."},
-                    "memory_id": {"type": "string", "description": "Id of a memory to update."},
+                    "fact": {"type": "string", "description": "One sentence"},
+                    "memory_id": {"type": "string"},
                 },
                 "required": ["fact"],
             },
@@ -208,17 +250,17 @@ def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
         ),
         StructuredTool(
             name="recall_facts",
-            description="Search saved memories about the user and the household.",
+            description="Search saved memories about the user and household.",
             args_schema={
                 "type": "object",
-                "properties": {"query": {"type": "string", "description": "What to look for."}},
+                "properties": {"query": {"type": "string"}},
                 "required": ["query"],
             },
             coroutine=recall_facts,
         ),
         StructuredTool(
             name="forget_fact",
-            description="Delete a saved memory by its id (ids are shown in <memories>).",
+            description="Delete a saved memory by its id (shown in <memories>).",
             args_schema={
                 "type": "object",
                 "properties": {"memory_id": {"type": "string"}},

@@ -1,18 +1,27 @@
-"""Prompt layers: what the system prompt is made of, and in which order.
+"""Prompt layers: what a request is made of, and in which order.
 
-Providers cache the longest unchanged beginning of a prompt (OpenAI, Anthropic, Gemini,
-and local servers that reuse their KV cache), so the layers go from the most stable to
-the most volatile:
+Providers and local servers cache the longest unchanged beginning of a request (OpenAI,
+Anthropic, Gemini; llama.cpp and Ollama keep their KV cache). Chat templates render the
+tool list right after the system message (Qwen and Llama style), so a change anywhere in
+the system message makes the model read every tool again. A request is therefore laid
+out from the most stable to the most volatile part:
 
-1. base prompt        the agent kind's (a file in base_prompts/), or the agent's override
-2. voice rule         only for a voice satellite: short, plain, speakable answers
-3. memory rules       only when the memory tools are bound
-4. speaker            the device and area the person speaks through, when known
-5. instructions       the user's instructions as Home Assistant rendered them (a template,
-                      with the Assist API's prompt and possibly the time)
-6. summary            older turns summarised away (changes when the thread is compacted)
-7. memories           recalled for this question
-8. knowledge          passages retrieved for this question (rag)
+1. system message     only what stays the same turn after turn:
+                      base prompt (the agent kind's, or the agent's override),
+                      voice rule (voice satellites), memory rules (memory tools bound),
+                      instructions (the user's, as Home Assistant rendered them, without
+                      the clock line)
+2. tools              in a stable order (Home Assistant's, then ours)
+3. summary            older turns summarised away; changes only when the thread is cut,
+                      which changes everything after it anyway
+4. history            the thread; each turn's context note stays where it was written
+5. context note       this turn's volatile parts: the clock, where the person speaks
+                      from, the memories recalled for this request; written into the
+                      thread right before the request, so the next request reads it as
+                      history and its prefix stays byte-identical
+6. knowledge          passages retrieved for this question (rag), right before it, never
+                      stored (they are only for this answer)
+7. the request
 
 Recalled memories and retrieved passages are data someone wrote; their sections say so.
 """
@@ -22,7 +31,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .history import summary_section
 from .injection import scan_text
 from .memory import MEMORY_INSTRUCTIONS
 from .quoting import quoted_flagged
@@ -78,32 +86,53 @@ def speaker_layer(device: str | None, area: str | None) -> str:
     return ""
 
 
+# Marks a context note in the thread (its message id starts with it): notes are the
+# agent's own, not the person's words, and some readers (the search query rewrite) skip them.
+NOTE_ID_PREFIX = "note-"
+# Ids of the request's other user messages that are not the person's: the summary of
+# older turns (after the system message) and retrieved passages (before the question).
+SUMMARY_ID = "summary"
+KNOWLEDGE_ID = "knowledge"
+NOTE_HEADER = "[Context for the request that follows, not written by the person]"
+
+
+def is_note(message: object) -> bool:
+    """Whether a thread message is a context note (see the module docstring)."""
+    return str(getattr(message, "id", "") or "").startswith(NOTE_ID_PREFIX)
+
+
 @dataclass(frozen=True, slots=True)
 class PromptLayers:
-    """The layers of one turn's system prompt; `render` joins them in their fixed order."""
+    """The layers of one turn's request; `render` joins the system message's, `note` the
+    volatile ones."""
 
     base: str
     voice: bool = False
     memory_rules: bool = False
-    speaker: str = ""
     instructions: str = ""
-    summary: str = ""
+    # Volatile: in the turn's context note, never in the system message.
+    clock: str = ""
+    speaker: str = ""
     memories: str = ""
+    # Rendered by the graph after the system message (summary) and before the request
+    # (knowledge).
+    summary: str = ""
     knowledge: str = ""
 
     def render(self) -> str:
-        """The system prompt: stable layers first, volatile ones last."""
+        """The system message: only the layers that stay the same from turn to turn."""
         return "\n\n".join(
             part
             for part in (
                 self.base,
                 VOICE_RULE if self.voice else "",
                 MEMORY_INSTRUCTIONS if self.memory_rules else "",
-                self.speaker,
                 self.instructions,
-                summary_section(self.summary),
-                self.memories,
-                self.knowledge,
             )
             if part and part.strip()
         )
+
+    def note(self) -> str:
+        """This turn's context note ("" when there is nothing volatile to say)."""
+        parts = [p.strip() for p in (self.clock, self.speaker, self.memories) if p and p.strip()]
+        return "\n".join([NOTE_HEADER, *parts]) if parts else ""

@@ -49,10 +49,11 @@ from .model import (
     to_model_error,
 )
 from .ollama import bounded_settings, window_of
-from .prompts import PromptLayers, base_prompt
+from .prompts import NOTE_ID_PREFIX, PromptLayers, base_prompt, is_note
 from .quoting import quoted, quoted_flagged
 from .roles import ModelCache, RoleAccesses
 from .state import TurnContext, openai_tool
+from .text import clean_text
 from .threads import (
     LinkStore,
     MemoryLinkStore,
@@ -136,6 +137,9 @@ class Turn:
     voice: bool = False
     # Where the person speaks from (prompts.speaker_layer), "" when unknown.
     speaker: str = ""
+    # The date and time line Home Assistant would put into its prompt (conversation.py
+    # takes it out): it goes into the turn's context note, not the system message.
+    clock: str = ""
     # The agent's documents: searched first by the rag kind, and by the assistant's
     # search_knowledge tool when `search_knowledge` is on.
     knowledge: KnowledgeSource | None = None
@@ -483,6 +487,10 @@ class AgentRuntime:
         }
         prompt, tools, knowledge, flagged = await self._prompt_and_tools(turn)
         request, request_flags = guarded_request(turn)
+        if note := prompt.note():
+            # Right before the request, stored with it: the next turn reads it as history
+            # (prompts.py: a follow-up's beginning stays what this request sent).
+            request.insert(len(request) - 1, HumanMessage(clean_text(note), id=NOTE_ID_PREFIX))
         for event in (*turn.flagged, *flagged, *request_flags):
             yield event
         # The window is bounded by what the model holds (Ollama's /api/show, cached).
@@ -630,7 +638,7 @@ class AgentRuntime:
                 return
             _LOGGER.info("A pending confirmation was not given (%s)", decision.reason)
         for message in request:
-            message.id = str(uuid.uuid4())
+            message.id = f"{NOTE_ID_PREFIX if is_note(message) else ''}{uuid.uuid4()}"
         async for event in self._run_and_undo(
             turn,
             self._graphs[turn.kind],
@@ -734,6 +742,7 @@ class AgentRuntime:
             voice=turn.voice,
             speaker=turn.speaker,
             instructions=turn.system_prompt,
+            clock=turn.clock,
         )
         tools = list(turn.tools) if kind.uses_tools else []
         knowledge = None

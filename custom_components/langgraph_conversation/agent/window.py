@@ -38,7 +38,7 @@ from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, Syste
 from langchain_core.tools import BaseTool
 
 from .events import RequestTrimmed
-from .prompts import PromptLayers
+from .prompts import KNOWLEDGE_ID, SUMMARY_ID, PromptLayers, is_note
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -94,17 +94,20 @@ class WindowPlan:
     def fit(self, prompt: list[AnyMessage]) -> tuple[list[AnyMessage], RequestTrimmed | None]:
         """The prompt with the oldest whole turns left out until it fits.
 
-        The leading system messages stay, and so does everything from the latest user
-        message on (the current request and its tool round). Cuts are made before a
-        user message only, so a tool call never loses its result. Returns the report
-        when anything of the turn's request was trimmed.
+        The leading system messages and the summary after them stay, and so does the
+        latest turn (its context note, retrieved passages, the request and its tool
+        round). Cuts are made only where a turn begins, so a request keeps its note and
+        a tool call its result. Returns the report when anything of the turn's request
+        was trimmed.
         """
         lead = 0
         while lead < len(prompt) and isinstance(prompt[lead], SystemMessage):
             lead += 1
+        if lead < len(prompt) and prompt[lead].id == SUMMARY_ID:
+            lead += 1
         sizes = [message_tokens(message) for message in prompt]
         fixed = sum(sizes[:lead])
-        starts = [i for i in range(lead, len(prompt)) if isinstance(prompt[i], HumanMessage)]
+        starts = _turn_starts(prompt, lead)
         current = starts[-1] if starts else len(prompt)
         cut = lead
         for start in (lead, *(s for s in starts if s > lead)):
@@ -134,6 +137,26 @@ class WindowPlan:
             self.tools_dropped,
             fits,
         )
+
+
+def _turn_starts(prompt: list[AnyMessage], lead: int) -> list[int]:
+    """Where each turn after `lead` begins: a person's request, or the context note and
+    passages right before it (they belong to that request)."""
+    starts = []
+    for index in range(lead, len(prompt)):
+        message = prompt[index]
+        if not isinstance(message, HumanMessage) or _precedes_request(message):
+            continue
+        start = index
+        while start > lead and _precedes_request(prompt[start - 1]):
+            start -= 1
+        starts.append(start)
+    return starts
+
+
+def _precedes_request(message: AnyMessage) -> bool:
+    """A context note or retrieved passages: a user message that is not the person's."""
+    return isinstance(message, HumanMessage) and (is_note(message) or message.id == KNOWLEDGE_ID)
 
 
 class WindowTooSmall(Exception):

@@ -324,29 +324,26 @@ SPECS: list[ToolSpec] = [
     ToolSpec(
         name="home_find_entities",
         description=(
-            "Search the home's entities (devices, sensors, lights, ...) by words: a name or "
-            "part of it, an alias, a room, a floor or a kind such as 'light' or 'sensor'; "
-            "tolerates typos. Best matches first, with state, area, floor and key attributes. "
-            "Use it to learn exact names before acting, or to answer what exists where."
+            "Search the home's entities by name, alias, area, floor or kind ('light'), typos "
+            "tolerated. Best matches first, with state, area and key attributes."
         ),
         parameters={
             "type": "object",
             "properties": {
                 "query": {
                     "type": "string",
-                    "description": "A few words to search for, e.g. 'kitchen lamp', "
-                    f"'temperature' (at most {MAX_QUERY_CHARS} characters)",
+                    "description": f"A few words, e.g. 'kitchen lamp' (≤ {MAX_QUERY_CHARS} chars)",
                 },
                 "domain": {
                     "type": "string",
-                    "description": "Only this kind of entity, e.g. light, sensor, media_player",
+                    "description": "Only this domain, e.g. sensor",
                 },
                 "area": {"type": "string", "description": "Only entities in this area"},
                 "limit": {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": MAX_LIMIT,
-                    "description": f"Most results to return (default {DEFAULT_LIMIT})",
+                    "description": f"Default {DEFAULT_LIMIT}",
                 },
             },
             "required": [],
@@ -373,5 +370,6 @@ SPECS: list[ToolSpec] = [
         },
         category=CATEGORY,
         handler=_get_state,
+        covered_by=frozenset({"GetLiveContext"}),
     ),
 ]

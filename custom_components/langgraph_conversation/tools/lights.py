@@ -264,5 +264,7 @@ SPECS: list[ToolSpec] = [
         parameters=PARAMETERS,
         category=CATEGORY,
         handler=_light_control,
+        domains=frozenset({"light"}),
+        covered_by=frozenset({"HassTurnOn", "HassTurnOff", "HassLightSet"}),
     )
 ]

@@ -406,14 +406,18 @@ SPECS: list[ToolSpec] = [
         },
         category=CATEGORY,
         handler=_control,
+        domains=frozenset({MEDIA_PLAYER_DOMAIN}),
+        covered_by=frozenset(
+            {"HassMediaPause", "HassMediaUnpause", "HassMediaNext", "HassMediaPrevious"}
+            | {"HassSetVolume"}
+        ),
     ),
     ToolSpec(
         name="home_media_play",
         description=(
-            "Search a media player's library/services for a song, artist, album, playlist, "
-            "podcast, movie or show and play the best match. Only players that support media "
-            "search can do this; for others the answer says which players can. Returns what "
-            "is playing now and a few other results to offer."
+            "Search a media player's library or services for a song, artist, album, "
+            "playlist, podcast, movie or show and play the best match. Returns what plays "
+            "and other matches to offer."
         ),
         parameters={
             "type": "object",
@@ -433,6 +437,7 @@ SPECS: list[ToolSpec] = [
         },
         category=CATEGORY,
         handler=_play_query,
+        domains=frozenset({MEDIA_PLAYER_DOMAIN}),
     ),
     ToolSpec(
         name="home_media_status",
@@ -448,5 +453,7 @@ SPECS: list[ToolSpec] = [
         },
         category=CATEGORY,
         handler=_now_playing,
+        domains=frozenset({MEDIA_PLAYER_DOMAIN}),
+        covered_by=frozenset({"GetLiveContext"}),
     ),
 ]

@@ -68,9 +68,7 @@ PERCENT_FIELDS = frozenset({"humidity", "precipitation_probability", "cloud_cove
 
 NAME_PROPERTY = {
     "type": "string",
-    "description": (
-        "Name of a weather entity, e.g. for another place. Leave out for the home's weather."
-    ),
+    "description": ("Another weather entity's name; leave out for the home's weather."),
 }
 
 
@@ -226,9 +224,7 @@ SPECS: list[ToolSpec] = [
     ToolSpec(
         name="home_weather_current",
         description=(
-            "Current weather at home (or at a named weather entity): condition, temperature, "
-            "humidity, wind, pressure and more, with their units. Use for 'what's the "
-            "weather', 'how warm is it outside', 'is it windy'."
+            "Current weather at home: condition, temperature, humidity, wind, pressure, with units."
         ),
         parameters={
             "type": "object",
@@ -237,15 +233,15 @@ SPECS: list[ToolSpec] = [
         },
         category=CATEGORY,
         handler=_current,
+        domains=frozenset({WEATHER_DOMAIN}),
+        covered_by=frozenset({"HassGetWeather"}),
     ),
     ToolSpec(
         name="home_weather_forecast",
         description=(
-            "Weather forecast for home (or a named weather entity), limited to what was "
-            "asked: pass days for 'tomorrow' (days=2) or 'this week' (days=7), hours for "
-            "'this afternoon' or 'the next hours'. Returns one entry per day, half-day or "
-            "hour with condition, temperatures (templow is the low), precipitation and wind, "
-            "plus the units."
+            "Weather forecast for home, only as far as asked: days=2 for tomorrow, 7 for "
+            "the week; hours for the next hours. One entry per day or hour (templow is the "
+            "low)."
         ),
         parameters={
             "type": "object",
@@ -254,27 +250,25 @@ SPECS: list[ToolSpec] = [
                 "type": {
                     "type": "string",
                     "enum": ["daily", "hourly", "twice_daily"],
-                    "description": (
-                        "Forecast kind. Leave out to get daily (or hourly when hours is "
-                        "given), falling back to what the weather entity offers."
-                    ),
+                    "description": "Default: daily, or hourly with hours",
                 },
                 "days": {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": MAX_DAYS,
-                    "description": f"Days to cover, today included (default {DEFAULT_DAYS}).",
+                    "description": f"Today included (default {DEFAULT_DAYS})",
                 },
                 "hours": {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": MAX_HOURS,
-                    "description": f"Hours to cover from now (default {DEFAULT_HOURS}).",
+                    "description": f"From now (default {DEFAULT_HOURS})",
                 },
             },
             "required": [],
         },
         category=CATEGORY,
         handler=_forecast,
+        domains=frozenset({WEATHER_DOMAIN}),
     ),
 ]
