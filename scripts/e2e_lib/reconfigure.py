@@ -71,7 +71,8 @@ def reconfigure_model(page: Any, ha: HomeAssistant, agent_id: str) -> str:
     row.wait_for(timeout=30_000)
     # The first menu of the row is the entry's own (its agents' rows follow, with theirs).
     row.get_by_role("button", name="Menu").first.click()
-    page.locator('ha-dropdown-item[value="reconfigure"]').click()
+    # Each entry's row has its own menu (another step may have added an entry).
+    row.locator('ha-dropdown-item[value="reconfigure"]').first.click()
 
     form = page.locator("dialog-data-entry-flow step-flow-form")
     form.wait_for(timeout=30_000)
