@@ -1,8 +1,9 @@
-"""No blocking call on the event loop during setup and a full turn.
+"""No blocking call on the event loop at the first of everything: the first config-flow
+check, setup, a text and a tool turn, the first embedding.
 
-Runs in its own interpreter (marker `isolated`, see scripts/lib/run_leg.sh): LiteLLM does
-its lazy imports on first use, so only a process where no other test has called LiteLLM
-yet shows whether setup's warm-up really keeps them off the loop.
+Each test runs in an interpreter of its own (marker `isolated`, see scripts/lib/run_leg.sh):
+LiteLLM and the provider SDKs import lazily on first use, so only a process where nothing
+has called them yet shows whether the warm-ups really keep those imports off the loop.
 """
 
 from __future__ import annotations
@@ -10,30 +11,123 @@ from __future__ import annotations
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
-from homeassistant import block_async_io
+from custom_components.langgraph_conversation.const import (
+    CONF_API_BASE,
+    CONF_API_KEY,
+    CONF_EMBEDDING_MODEL,
+    CONF_MODEL,
+    DOMAIN,
+)
+from homeassistant import block_async_io, config_entries
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
+from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.setup import async_setup_component
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
+from .conftest import TEST_KEY, TEST_MODEL, agent_entity_id
+from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from .helpers import add_light, assist_tool_name
 
 pytestmark = pytest.mark.isolated
+
+
+@pytest.fixture
+def strict_detector(disable_block_async_io: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Home Assistant's blocking-call detector with every check on (under pytest it
+    skips file, import and SSL checks)."""
+    monkeypatch.setattr(block_async_io, "_IN_TESTS", False)
+    block_async_io.enable()
+
+
+def _blocking_reports(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "Detected blocking call" in r.getMessage()]
+
+
+async def _start_setup_flow(hass: HomeAssistant, data: dict[str, str]) -> None:
+    """Add the integration as a person does: the first thing the process does with it."""
+    assert await async_setup_component(hass, "homeassistant", {})
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
+    result = await hass.config_entries.flow.async_configure(result["flow_id"], data)
+    assert result["type"] is FlowResultType.CREATE_ENTRY, result
+
+
+async def test_first_config_flow_check_does_not_block(
+    hass: HomeAssistant,
+    openai_server: FakeOpenAIServer,
+    strict_detector: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The setup form's one real request, in a process that never called LiteLLM."""
+    openai_server.add_text("OK")
+    await _start_setup_flow(
+        hass,
+        {
+            CONF_MODEL: f"openai/{TEST_MODEL}",
+            CONF_API_KEY: TEST_KEY,
+            CONF_API_BASE: openai_server.api_base,
+        },
+    )
+    assert openai_server.request_count >= 1
+    assert _blocking_reports(caplog) == []
+
+
+async def test_first_ollama_config_flow_check_does_not_block(
+    hass: HomeAssistant,
+    ollama_server: FakeOllamaServer,
+    strict_detector: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The same for Ollama's native API, whose LiteLLM modules are others."""
+    ollama_server.add_text("OK")
+    await _start_setup_flow(
+        hass, {CONF_MODEL: "ollama_chat/llama3.2", CONF_API_BASE: ollama_server.base_url}
+    )
+    assert ollama_server.request_count >= 1
+    assert _blocking_reports(caplog) == []
+
+
+async def test_first_embedding_does_not_block(
+    hass: HomeAssistant,
+    config_entry: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    strict_detector: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An entry with an embedding model: a memory saved and recalled by meaning, each
+    embedded for the first time in this process."""
+    hass.config_entries.async_update_entry(
+        config_entry, options={**config_entry.options, CONF_EMBEDDING_MODEL: "openai/embed-test"}
+    )
+    assert await async_setup_component(hass, "homeassistant", {})
+    assert await async_setup_component(hass, "conversation", {})
+    assert await hass.config_entries.async_setup(config_entry.entry_id)
+    await hass.async_block_till_done()
+    agent_id = agent_entity_id(hass, config_entry)
+
+    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": "Ada cycles to work"})])
+    openai_server.add_text("Noted.")
+    await conversation.async_converse(
+        hass, "Remember that Ada cycles to work", None, Context(), agent_id=agent_id
+    )
+    openai_server.add_text("By bike.")
+    await conversation.async_converse(
+        hass, "How does Ada commute to work?", None, Context(), agent_id=agent_id
+    )
+    await hass.async_block_till_done(wait_background_tasks=True)
+    assert openai_server.embedding_requests, "nothing was embedded"
+    assert _blocking_reports(caplog) == []
 
 
 async def test_setup_and_turns_do_not_block(
     hass: HomeAssistant,
     config_entry: MockConfigEntry,
     openai_server: FakeOpenAIServer,
-    disable_block_async_io: None,
+    strict_detector: None,
     caplog: pytest.LogCaptureFixture,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With Home Assistant's detector on, setup, a text turn and a tool turn run clean."""
-    # Under pytest the detector skips file, import and SSL checks; we want all of them.
-    monkeypatch.setattr(block_async_io, "_IN_TESTS", False)
-    block_async_io.enable()
     assert await async_setup_component(hass, "homeassistant", {})
     assert await async_setup_component(hass, "conversation", {})
     assert await async_setup_component(hass, "intent", {})
@@ -59,5 +153,4 @@ async def test_setup_and_turns_do_not_block(
         hass, "Again", result.conversation_id, Context(), agent_id=agent_id
     )
 
-    reports = [r.getMessage() for r in caplog.records if "Detected blocking call" in r.getMessage()]
-    assert reports == []
+    assert _blocking_reports(caplog) == []

@@ -52,6 +52,7 @@ from .agent.model import (
     ModelErrorKind,
     async_check_access,
     provider_of,
+    warm_up,
 )
 from .const import (
     CHECKPOINTS_KEPT_PER_THREAD,
@@ -215,9 +216,16 @@ def _access(data: Mapping[str, Any]) -> ModelAccess:
     return ModelAccess(data[CONF_MODEL], data.get(CONF_API_KEY), data.get(CONF_API_BASE))
 
 
-async def _validation_error(data: Mapping[str, Any]) -> str | None:
+async def _validation_error(hass: HomeAssistant, data: Mapping[str, Any]) -> str | None:
     """Make the one real request; the flow error key, or None when it worked."""
     access = _access(data)
+    # The first check may run before any entry was set up: LiteLLM's lazy imports for this
+    # provider (and its SDK's) happen in the executor, not on the event loop. A model
+    # string LiteLLM cannot place fails here too; the check below then says why.
+    try:
+        await hass.async_add_executor_job(warm_up, access)
+    except Exception as err:  # noqa: BLE001  reported by the real check that follows
+        _LOGGER.debug("Warming up for %s failed: %s", access.model, access.redact(str(err)))
     try:
         await async_check_access(access, VALIDATION_TIMEOUT)
     except ModelError as err:
@@ -247,7 +255,7 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
             data = _clean_access(user_input)
             if self._is_duplicate(data):
                 return self.async_abort(reason="already_configured")
-            if not (error := await _validation_error(data)):
+            if not (error := await _validation_error(self.hass, data)):
                 return self.async_create_entry(
                     title=data[CONF_MODEL],
                     data=data,
@@ -300,7 +308,7 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
             data = _clean_access(user_input)
             if self._is_duplicate(data, besides=entry.entry_id):
                 return self.async_abort(reason="already_configured")
-            if not (error := await _validation_error(data)):
+            if not (error := await _validation_error(self.hass, data)):
                 # The title names the model unless the user renamed the entry.
                 renamed = entry.title != entry.data.get(CONF_MODEL)
                 # Not async_update_reload_and_abort: the entry's own update listener
@@ -337,7 +345,7 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
             data = {**entry.data, CONF_API_KEY: (user_input.get(CONF_API_KEY) or "").strip()}
             if not data[CONF_API_KEY]:
                 data.pop(CONF_API_KEY)
-            if not (error := await _validation_error(data)):
+            if not (error := await _validation_error(self.hass, data)):
                 # The entry's update listener reloads it (see async_step_reconfigure).
                 return self.async_update_and_abort(entry, data=data)
             errors["base"] = error

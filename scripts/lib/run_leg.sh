@@ -36,9 +36,10 @@ if ! ruff format --no-cache --check custom_components tests scripts/bench_lib sc
     status=1
 fi
 echo "== leg $LGC_LEG: pytest ($(python -c 'import sys; print(sys.version.split()[0])'), Home Assistant $(python -c 'from homeassistant.const import __version__; print(__version__)'))"
-junit_isolated=/tmp/lgc-junit-$LGC_LEG-isolated.xml
+junit_isolated=/tmp/lgc-junit-$LGC_LEG-isolated
 junit=/tmp/lgc-junit-$LGC_LEG.xml
-rm -f "$junit" "$junit_isolated"
+rm -rf "$junit" "$junit_isolated"
+mkdir -p "$junit_isolated"
 pytest_status=0
 common=(-p no:cacheprovider --cov --cov-report=xml:/tmp/lgc-coverage-$LGC_LEG.xml)
 # A leg on a core newer than the test plugin's pin loads the plugin's compatibility shims
@@ -47,16 +48,28 @@ if grep -q '^# lgc-core:' "requirements_test_${LGC_LEG}.txt"; then
     common+=(-p tests.compat_newest)
 fi
 if [ $# -eq 0 ] && [ -z "${LGC_PYTEST_ARGS:-}" ]; then
-    # Tests of first-use behaviour get a fresh interpreter of their own.
-    python -m pytest "${common[@]}" --cov-report= --junitxml="$junit_isolated" -m isolated -q ||
-        pytest_status=$?
-    set -- -m "not isolated" --cov-append
+    # Tests of first-use behaviour (marker `isolated`) each get a fresh interpreter of
+    # their own: a first LiteLLM call, a first import, is first only once per process.
+    collected=$(python -m pytest "${common[@]}" --no-cov -m isolated -q --collect-only) || {
+        echo "$collected"
+        echo "could not collect the isolated tests"
+        pytest_status=1
+    }
+    mapfile -t isolated < <(grep '::' <<<"$collected")
+    append=()
+    for number in "${!isolated[@]}"; do
+        python -m pytest "${common[@]}" --cov-report= "${append[@]}" \
+            --junitxml="$junit_isolated/$number.xml" -q "${isolated[$number]}" ||
+            pytest_status=$?
+        append=(--cov-append)
+    done
+    set -- -m "not isolated" "${append[@]}"
 fi
 # shellcheck disable=SC2086  # LGC_PYTEST_ARGS is a word list on purpose
 python -m pytest "${common[@]}" --cov-report=term --junitxml="$junit" ${LGC_PYTEST_ARGS:-} "$@" ||
     pytest_status=$?
 [ $pytest_status -eq 0 ] || status=1
-read -r passed failed skipped < <(python - "$junit" "$junit_isolated" <<'PY'
+read -r passed failed skipped < <(python - "$junit" "$junit_isolated"/*.xml <<'PY'
 import os, sys, xml.etree.ElementTree as ET
 total = failed = skipped = 0
 for path in sys.argv[1:]:

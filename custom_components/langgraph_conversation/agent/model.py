@@ -800,14 +800,18 @@ _WARM_UP_TOOL = StructuredTool(
 
 async def async_check_access(access: ModelAccess, timeout: float) -> None:
     """Make one minimal real request; raise ModelError if the model is unreachable."""
+    lean = provider_of(access.model) in LEAN_STREAM_PROVIDERS
     try:
-        await litellm.acompletion(
-            **access.litellm_kwargs(),
-            messages=[{"role": "user", "content": "Reply with OK."}],
-            max_tokens=5,
-            timeout=timeout,
-            num_retries=0,
-        )
+        # As in a turn, no token estimate for a lean provider: it would build the default
+        # encoding on the event loop (warm_up spares it for those providers).
+        with NO_TOKEN_COUNTING if lean else contextlib.nullcontext():
+            await litellm.acompletion(
+                **access.litellm_kwargs(),
+                messages=[{"role": "user", "content": "Reply with OK."}],
+                max_tokens=5,
+                timeout=timeout,
+                num_retries=0,
+            )
     except Exception as err:  # noqa: BLE001  every failure becomes a typed ModelError
         error = to_model_error(err, access)
         if access.request_key is None and await asyncio.to_thread(_lacks_key, access):
