@@ -24,7 +24,10 @@ from custom_components.langgraph_conversation.agent.confirmation import (
     YES_REPLIES,
     is_affirmative,
 )
-from custom_components.langgraph_conversation.const import CONF_CONFIRM_ENTITIES
+from custom_components.langgraph_conversation.const import (
+    CONF_CONFIRM_ENTITIES,
+    CONF_LLM_HASS_API,
+)
 from custom_components.langgraph_conversation.tools import effects
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
@@ -374,6 +377,37 @@ async def test_generated_attacks_need_the_requesters_yes(
     assert not any("Kitchen Blind" in action or "Hall Light" in action for action in asked_about)
     assert asked_about, "no case was asked about"
     print(f"{len(cases)} generated cases, {sum(asked_about.values())} actions asked about")
+
+
+@pytest.mark.parametrize(
+    "agent_overrides", [{CONF_CONFIRM_ENTITIES: MARKED, CONF_LLM_HASS_API: []}]
+)
+async def test_own_light_tool_attacks_need_the_requesters_yes(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """An agent without Assist's API gets our light tool (tools that fit): every action on
+    every light by name, area, floor or all of them holds the marked porch light for a
+    yes, and a "no" keeps it untouched; the other lights switch at once."""
+    recorder = await build_home(hass)
+    cases = generated_cases(["home_light_control"])
+    assert len(cases) >= 12, cases
+    asked = other_lights = 0
+    for index, (tool, args) in enumerate(cases):
+        start = len(recorder.calls)
+        openai_server.add_tool_calls([ToolCall(tool, args)])
+        openai_server.add_text("Done.")
+        first = await _converse(hass, setup_integration, "Do it", None)
+        label = f"case {index}: {tool} {args}"
+        assert recorder.critical_since(start) == [], label
+        other_lights += sum(1 for call in recorder.calls[start:] if call[0] == "light")
+        if _speech(first).startswith(QUESTION_START):
+            asked += 1
+            assert "Porch Light" in _speech(first), label
+            await _converse(hass, setup_integration, "No", first.conversation_id)
+            assert recorder.critical_since(start) == [], label
+    # Not vacuous: the tool was offered and acted, and the porch light was asked about.
+    assert asked > 0
+    assert other_lights > 0
 
 
 async def test_the_same_call_twice_is_asked_and_done_once(
