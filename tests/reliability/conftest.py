@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from custom_components.langgraph_conversation.agent.prompts import is_note
 from custom_components.langgraph_conversation.agent.threads import Party
 from custom_components.langgraph_conversation.const import (
     DOMAIN,
@@ -137,11 +138,16 @@ async def thread_messages(
 
 
 def assert_thread_consistent(messages: list[BaseMessage]) -> None:
-    """Only whole turns: each starts with the user, every tool call has its one result
-    right after it, and each turn ends with an answer that calls no tool."""
+    """Only whole turns: each starts with the user (after the turn's context note, when it
+    has one), every tool call has its one result right after it, and each turn ends with
+    an answer that calls no tool."""
     index = 0
     while index < len(messages):
+        if is_note(messages[index]):
+            index += 1
+            assert index < len(messages), f"a context note without its request: {_roles(messages)}"
         assert isinstance(messages[index], HumanMessage), _roles(messages)
+        assert not is_note(messages[index]), f"two context notes in a row: {_roles(messages)}"
         index += 1
         while True:
             assert index < len(messages), f"turn without an answer: {_roles(messages)}"
@@ -164,11 +170,12 @@ def _roles(messages: list[BaseMessage]) -> list[str]:
 
 
 def pairs(messages: list[BaseMessage]) -> list[tuple[str, str]]:
-    """(type, text) of the user messages and of answers that called no tool."""
+    """(type, text) of the user messages (not context notes) and of answers that called
+    no tool."""
     return [
         (m.type, m.text)
         for m in messages
-        if isinstance(m, HumanMessage)
+        if (isinstance(m, HumanMessage) and not is_note(m))
         or (isinstance(m, AIMessage) and not m.tool_calls and not m.invalid_tool_calls)
     ]
 
