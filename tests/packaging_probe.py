@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import json
 from pathlib import Path
 import pkgutil
@@ -26,11 +27,19 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "tests"
 DOMAIN = "langgraph_conversation"
 
 
+# Modules whose packages Home Assistant installs only when the user chooses what needs
+# them (PostgreSQL, const.POSTGRES_REQUIREMENTS): a bare install does not have them.
+ON_DEMAND = {f"custom_components.{DOMAIN}.storage.postgres"}
+
+
 def import_every_module() -> list[str]:
-    """Every module of the package, imported as Home Assistant would (by its full name)."""
+    """Every module of the package, imported as Home Assistant would (by its full name);
+    the on-demand ones only where their packages are installed."""
     package = importlib.import_module(f"custom_components.{DOMAIN}")
     names = [package.__name__]
     for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+        if info.name in ON_DEMAND and importlib.util.find_spec("psycopg") is None:
+            continue
         importlib.import_module(info.name)
         names.append(info.name)
     return names
