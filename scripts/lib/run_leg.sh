@@ -66,7 +66,7 @@ if [ $# -eq 0 ] && [ -z "${LGC_PYTEST_ARGS:-}" ]; then
     set -- -m "not isolated" "${append[@]}"
 fi
 # shellcheck disable=SC2086  # LGC_PYTEST_ARGS is a word list on purpose
-python -m pytest "${common[@]}" --cov-report=term --junitxml="$junit" ${LGC_PYTEST_ARGS:-} "$@" ||
+python -m pytest "${common[@]}" --durations=15 --cov-report=term --junitxml="$junit" ${LGC_PYTEST_ARGS:-} "$@" ||
     pytest_status=$?
 [ $pytest_status -eq 0 ] || status=1
 read -r passed failed skipped < <(python - "$junit" "$junit_isolated"/*.xml <<'PY'
