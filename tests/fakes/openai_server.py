@@ -75,10 +75,22 @@ def _prompt_text(body: Mapping[str, Any]) -> str:
 
 
 def _common_prefix(a: str, b: str) -> int:
-    """Length of the longest common beginning of two strings."""
-    return next(
-        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
-    )
+    """Length of the longest common beginning of two strings (a binary search over slice
+    comparisons, which run in C: prompts are tens of kilobytes)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+# How many earlier requests the fake's prefix cache remembers (a provider's cache keeps
+# recent prompts for minutes; comparing with every request of a long test would make
+# each request cost more than the last).
+CACHED_PROMPTS = 16
 
 
 class FakeOpenAIServer(FakeModelServer):
@@ -97,6 +109,8 @@ class FakeOpenAIServer(FakeModelServer):
         self.embedding_requests: list[dict[str, Any]] = []
         self.embedding_authorizations: list[str | None] = []
         self.embedding_error: ErrorReply | None = None
+        # Prompt texts of recent requests, by the id of their body (see cached_tokens).
+        self._prompt_texts: dict[int, tuple[Mapping[str, Any], str]] = {}
 
     @property
     def api_base(self) -> str:
@@ -227,10 +241,26 @@ class FakeOpenAIServer(FakeModelServer):
     def cached_tokens(self, body: Mapping[str, Any]) -> int:
         """Tokens of the longest beginning this request shares with an earlier one: what
         a provider's prefix cache would serve (estimated as the prompt tokens are)."""
-        text = _prompt_text(body)
+        text = self._prompt_text_of(body)
         earlier = list(itertools.takewhile(lambda r: r is not body, self.requests))
-        shared = max((_common_prefix(text, _prompt_text(r)) for r in earlier), default=0)
+        shared = max(
+            (_common_prefix(text, self._prompt_text_of(r)) for r in earlier[-CACHED_PROMPTS:]),
+            default=0,
+        )
         return estimate_tokens(text[:shared]) if shared else 0
+
+    def _prompt_text_of(self, body: Mapping[str, Any]) -> str:
+        """A request's prompt text, made once for the recent requests (the cache holds the
+        body too, so its id cannot be reused while the entry lives)."""
+        key = id(body)
+        cached = self._prompt_texts.get(key)
+        if cached is not None and cached[0] is body:
+            return cached[1]
+        text = _prompt_text(body)
+        self._prompt_texts[key] = (body, text)
+        while len(self._prompt_texts) > 2 * CACHED_PROMPTS:
+            del self._prompt_texts[next(iter(self._prompt_texts))]
+        return text
 
     def _stream_frames(self, body: Mapping[str, Any], reply: Reply) -> Frames:
         return _Stream(self, body, reply).frames()
