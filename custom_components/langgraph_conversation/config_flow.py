@@ -52,7 +52,7 @@ from .agent.model import (
     ModelErrorKind,
     async_check_access,
     provider_of,
-    warm_up,
+    warm_up_once,
 )
 from .const import (
     CHECKPOINTS_KEPT_PER_THREAD,
@@ -223,7 +223,7 @@ async def _validation_error(hass: HomeAssistant, data: Mapping[str, Any]) -> str
     # provider (and its SDK's) happen in the executor, not on the event loop. A model
     # string LiteLLM cannot place fails here too; the check below then says why.
     try:
-        await hass.async_add_executor_job(warm_up, access)
+        await hass.async_add_executor_job(warm_up_once, access)
     except Exception as err:  # noqa: BLE001  reported by the real check that follows
         _LOGGER.debug("Warming up for %s failed: %s", access.model, access.redact(str(err)))
     try:

@@ -784,6 +784,21 @@ def warm_up(access: ModelAccess) -> None:
             getattr(module, name)
     # What the warm-up imported lives as long as the process too.
     freeze_long_lived_objects()
+    _WARMED_PROVIDERS.add(provider_of(access.model))
+
+
+# Providers whose first-call imports this process has done (warm_up).
+_WARMED_PROVIDERS: set[str] = set()
+
+
+def warm_up_once(access: ModelAccess) -> None:
+    """The warm-up for a provider this process has not warmed up yet (a config flow may
+    check a model before any entry is set up); a local model is registered every time,
+    as each model name is new to LiteLLM."""
+    if provider_of(access.model) in _WARMED_PROVIDERS:
+        register_local_model(access)
+        return
+    warm_up(access)
 
 
 async def _never_called() -> None:
