@@ -423,12 +423,14 @@ async def test_success_strings_are_ours_where_shown(
     result = await entry.start_reconfigure_flow(hass)
     result = await hass.config_entries.flow.async_configure(result["flow_id"], dict(entry.data))
     await hass.async_block_till_done()
+    assert result["reason"] == "reconfigure_successful"
     _shown_by_us(result, EN["config"])
     result = await entry.start_reauth_flow(hass)
     result = await hass.config_entries.flow.async_configure(
         result["flow_id"], {CONF_API_KEY: TEST_KEY}
     )
     await hass.async_block_till_done()
+    assert result["reason"] == "reauth_successful"
     _shown_by_us(result, EN["config"])
     subentry_id = next(iter(entry.subentries))
     result = await hass.config_entries.subentries.async_init(
@@ -437,6 +439,7 @@ async def test_success_strings_are_ours_where_shown(
     )
     result = await hass.config_entries.subentries.async_configure(result["flow_id"], {})
     await hass.async_block_till_done()
+    assert result["reason"] == "reconfigure_successful"
     _shown_by_us(result, EN["config_subentries"][SUBENTRY_CONVERSATION])
 
 
