@@ -521,3 +521,29 @@ async def test_listing_needs_the_key_and_fails_quietly(
     failures = [r for r in caplog.records if "No model list" in r.getMessage()]
     assert [r.levelno for r in failures] == [logging.DEBUG]
     assert "sk-wrong-0123456789" not in caplog.text
+
+
+async def test_check_in_flight_survives_the_last_entry_reloading(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """The only entry reloads (an option or title changed) while a flow's check waits for
+    the model: closing LiteLLM's shared clients on that unload must not break the check."""
+    entry = setup_integration
+    openai_server.add_text("OK", first_byte_delay=0.5)
+    result = await entry.start_reconfigure_flow(hass)
+    check = hass.async_create_task(
+        hass.config_entries.flow.async_configure(
+            result["flow_id"],
+            {
+                CONF_MODEL: f"openai/{TEST_MODEL}",
+                CONF_API_KEY: TEST_KEY,
+                CONF_API_BASE: openai_server.api_base,
+            },
+        )
+    )
+    await openai_server.wait_for_requests(openai_server.request_count + 1)
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    result = await check
+    await hass.async_block_till_done()
+    assert result.get("errors") is None, result.get("errors")
+    assert result["reason"] == "reconfigure_successful"

@@ -18,6 +18,7 @@ from typing import Any
 
 import litellm
 
+from .client_users import SHARED_CLIENT_USERS
 from .model import ModelAccess, ModelErrorKind, classify_error
 
 # LiteLLM names Ollama's chat and generate APIs as two providers; one server serves both.
@@ -123,9 +124,10 @@ class LiteLLMEmbedder:
 async def async_embed(access: ModelAccess, texts: list[str], timeout: float) -> list[list[float]]:
     """Embed `texts` with one request; EmbeddingError (key removed) if it fails."""
     try:
-        response = await litellm.aembedding(
-            **access.litellm_kwargs(), input=texts, timeout=timeout, max_retries=0
-        )
+        async with SHARED_CLIENT_USERS.use():
+            response = await litellm.aembedding(
+                **access.litellm_kwargs(), input=texts, timeout=timeout, max_retries=0
+            )
         data = sorted(response.data, key=_field("index"))
         vectors = [list(_field("embedding")(item)) for item in data]
     except Exception as err:  # noqa: BLE001  every failure becomes an EmbeddingError

@@ -35,6 +35,7 @@ from litellm.types.utils import ModelResponseStream
 import openai
 
 from . import LOGGING_POOL, freeze_long_lived_objects
+from .client_users import SHARED_CLIENT_USERS
 from .redaction import PLACEHOLDER, SECRET_FILTER
 
 # Imported for its effect: on the LiteLLM version it was written for, Ollama requests
@@ -819,14 +820,15 @@ async def async_check_access(access: ModelAccess, timeout: float) -> None:
     try:
         # As in a turn, no token estimate for a lean provider: it would build the default
         # encoding on the event loop (warm_up spares it for those providers).
-        with NO_TOKEN_COUNTING if lean else contextlib.nullcontext():
-            await litellm.acompletion(
-                **access.litellm_kwargs(),
-                messages=[{"role": "user", "content": "Reply with OK."}],
-                max_tokens=5,
-                timeout=timeout,
-                num_retries=0,
-            )
+        async with SHARED_CLIENT_USERS.use():
+            with NO_TOKEN_COUNTING if lean else contextlib.nullcontext():
+                await litellm.acompletion(
+                    **access.litellm_kwargs(),
+                    messages=[{"role": "user", "content": "Reply with OK."}],
+                    max_tokens=5,
+                    timeout=timeout,
+                    num_retries=0,
+                )
     except Exception as err:  # noqa: BLE001  every failure becomes a typed ModelError
         error = to_model_error(err, access)
         if access.request_key is None and await asyncio.to_thread(_lacks_key, access):
@@ -859,8 +861,14 @@ async def async_release_shared_clients() -> None:
     LiteLLM caches its HTTP clients and runs a logging worker task in module globals,
     bound to the loop that first used them, plus a logging thread pool. When the last
     entry unloads or Home Assistant stops, nothing of ours may stay behind, and a closed
-    client must not be handed out again, so the cache is emptied too.
+    client must not be handed out again, so the cache is emptied too. A flow's check
+    still running on them finishes first (agent/client_users.py).
     """
+    async with SHARED_CLIENT_USERS.closing():
+        await _close_shared_clients()
+
+
+async def _close_shared_clients() -> None:
     await GLOBAL_LOGGING_WORKER.stop()
     await asyncio.to_thread(LOGGING_POOL.shutdown)
     await close_litellm_async_clients()
