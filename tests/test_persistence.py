@@ -9,7 +9,11 @@ import sqlite3
 
 from freezegun.api import FrozenDateTimeFactory
 import pytest
-from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
+from pytest_homeassistant_custom_component.common import (
+    MockConfigEntry,
+    async_fire_time_changed,
+    async_mock_service,
+)
 
 from custom_components.langgraph_conversation.agent.model import ModelAccess
 from custom_components.langgraph_conversation.const import (
@@ -379,3 +383,24 @@ async def test_idle_conversations_are_deleted_unless_never(
     assert await shared.async_expire_threads() == deleted
     path = Path(hass.config.path("langgraph_conversation", "threads.db"))
     assert len(await hass.async_add_executor_job(_checkpoints_per_thread, path)) == 1 - deleted
+
+
+async def test_expired_memory_items_are_swept_by_maintenance(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, freezer: FrozenDateTimeFactory
+) -> None:
+    """An item stored with a time to live leaves memory.db at the next maintenance run;
+    one without stays."""
+    shared = hass.data[DATA_STORAGE]
+    await shared.memory.aput(("memories", "household"), "short", {"text": "guest wifi"}, ttl=1)
+    await shared.memory.aput(("memories", "household"), "kept", {"text": "tea"})
+    path = Path(hass.config.path("langgraph_conversation", "memory.db"))
+    assert await hass.async_add_executor_job(_item_keys, path) == ["kept", "short"]
+    freezer.tick(timedelta(hours=7))
+    async_fire_time_changed(hass)
+    await hass.async_block_till_done()
+    assert await hass.async_add_executor_job(_item_keys, path) == ["kept"]
+
+
+def _item_keys(path: Path) -> list[str]:
+    with closing(sqlite3.connect(path)) as conn:
+        return [row[0] for row in conn.execute("SELECT key FROM items ORDER BY key")]

@@ -67,7 +67,8 @@ MEMORY_ISSUE = "memory_unavailable"
 MEMORY_FAILED_ISSUE = "memory_failed"
 THREADS_ISSUE = "threads_unavailable"
 RESTORED_ISSUE = "storage_restored"
-# How often idle threads are deleted and memories without a vector get one.
+# How often idle threads and expired memory items are deleted, and memories without a
+# vector get one.
 _MAINTENANCE_INTERVAL = timedelta(hours=6)
 
 
@@ -156,6 +157,20 @@ class SharedStorage:
         if removed:
             _LOGGER.info("Deleted %d conversations idle for %d days", removed, days)
         return removed
+
+    async def async_sweep_memories(self) -> int:
+        """Delete stored items whose time to live ran out; how many went.
+
+        Reads never return an expired item (LangGraph's store contract); this frees
+        their rows, search entries and vectors.
+        """
+        if self.memory is None:
+            return 0
+        try:
+            return await self.memory.asweep_expired()
+        except sqlite3.Error as err:
+            _LOGGER.warning("Could not delete expired memory items: %s", err)
+            return 0
 
     async def async_apply(self, hass: HomeAssistant) -> None:
         """Combine the entries' settings and apply them to the open files."""
@@ -319,6 +334,7 @@ def _needs_reopening(database: SqliteDatabase) -> bool:
 
 async def _async_maintain(hass: HomeAssistant, shared: SharedStorage) -> None:
     await shared.async_expire_threads()
+    await shared.async_sweep_memories()
     shared.async_start_backfill(hass)
 
 
