@@ -24,7 +24,8 @@ def test_the_warm_up_freezes_once_per_process() -> None:
     heap.freeze_after_first_warm_up()  # the first, if no setup ran yet in this process
     frozen = gc.get_freeze_count()
     assert heap.freeze_after_first_warm_up() is False
-    assert gc.get_freeze_count() == frozen
+    # Frozen objects freed by reference counting may lower the count; nothing raises it.
+    assert gc.get_freeze_count() <= frozen
 
 
 async def test_reloads_freeze_nothing_and_free_the_old_runtimes(
@@ -38,6 +39,8 @@ async def test_reloads_freeze_nothing_and_free_the_old_runtimes(
         # What an options change does: the entry's update listener reloads it.
         hass.config_entries.async_update_entry(entry, options={"reload": reload})
         await hass.async_block_till_done()
-    assert gc.get_freeze_count() == frozen
+    # Frozen objects freed by reference counting may lower the count; a freeze would have
+    # added thousands (what the unloaded runtime left for the collector, and more).
+    assert gc.get_freeze_count() <= frozen
     gc.collect()
     assert [ref() for ref in unloaded] == [None, None, None]
