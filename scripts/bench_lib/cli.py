@@ -3,7 +3,8 @@
     python -m scripts.bench_lib [--quick] [--runs N] [--only NAME[,NAME...]] [--profile]
 
 Figures (by name or number): 1 overhead, 2 first_delta, 3 setup, 4 memory, 5 storage,
-6 prompt, 7 concurrency, 8 round_trips, 9 hostile, 10 local_prefill, 11 tokens. The bench
+6 prompt, 7 concurrency, 8 round_trips, 9 hostile, 10 local_prefill, 11 tokens, 12 reloads.
+The bench
 reports; it never fails on a missed target (exit 0), only on a crash of the bench itself.
 """
 
@@ -25,7 +26,18 @@ import sys
 import time
 from typing import Any
 
-from . import concurrency, fresh, hostile, latency, local_prefill, plot, prompt, storage, tokens
+from . import (
+    concurrency,
+    fresh,
+    hostile,
+    latency,
+    local_prefill,
+    plot,
+    prompt,
+    reloads,
+    storage,
+    tokens,
+)
 from .context import Bench, Settings, running_bench
 from .report import Row, markdown_table, notes_block, write_results
 
@@ -43,6 +55,7 @@ FIGURES = {
     "hostile": 9,
     "local_prefill": 10,
     "tokens": 11,
+    "reloads": 12,
 }
 # The order figures run in: in-process ones first, the fresh processes last.
 RUN_ORDER = (
@@ -54,6 +67,7 @@ RUN_ORDER = (
     "hostile",
     "storage",
     "fresh",
+    "reloads",
 )
 QUIET_LOGGERS = ("homeassistant.loader", "aiohttp_fast_zlib", "homeassistant.components.camera")
 
@@ -128,6 +142,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
         "hostile": hostile.measure,
         "storage": storage.measure,
         "fresh": lambda bench: fresh.measure(bench, figures),
+        "reloads": reloads.measure,
     }
     wanted = {
         "latency": bool(figures & set(latency.NEEDS)),
@@ -138,6 +153,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
         "hostile": "hostile" in figures,
         "storage": "storage" in figures,
         "fresh": bool(figures & {"setup", "memory"}),
+        "reloads": "reloads" in figures,
     }
     return {name: steps[name] for name in RUN_ORDER if wanted[name]}
 
@@ -151,6 +167,7 @@ STEP_FIGURES = {
     "hostile": (9, "loop stalls under hostile model answers"),
     "storage": (5, "storage"),
     "fresh": (3, "setup and memory (fresh processes)"),
+    "reloads": (12, "memory over entry reloads (fresh processes)"),
 }
 
 

@@ -1,4 +1,4 @@
-"""A fresh interpreter for figures 3 and 4: `python -m scripts.bench_lib.worker '<spec>'`.
+"""A fresh interpreter for figures 3, 4 and 12: `python -m scripts.bench_lib.worker '<spec>'`.
 
 The integration under test has not been imported when a worker starts, so the config entry
 setup pays for its imports as it would at Home Assistant's start. The fake model server
@@ -37,6 +37,7 @@ from .home import (
 )
 from .latency import TEXT_TURN
 from .probe import BlockingCallCounter, GcPauses, LoopLagProbe, rss_bytes
+from .reloads import reload_task
 from .turns import converse
 
 RESULT_PREFIX = "BENCH-RESULT "
@@ -94,6 +95,8 @@ async def fresh_task(spec: dict[str, Any]) -> dict[str, Any]:
     Figure 4 (spec["memory"]): RSS before the setup, after `turns_first` turns and after
     `turns_total` turns (conversations of `turns_per_conversation` turns), after
     gc.collect(). Turns of figure 3 count as the first turns.
+
+    Figure 12 (spec["reloads"]): reloads.reload_task after the setup.
     """
     with_setup, memory = bool(spec.get("setup")), spec.get("memory")
     counter = BlockingCallCounter()
@@ -188,6 +191,11 @@ async def fresh_task(spec: dict[str, Any]) -> dict[str, Any]:
             )
         await probe.stop()
         pauses.stop()
+
+        if reloads := spec.get("reloads"):
+            reloaded = await reload_task(hass, entry, agent, reloads)
+            errors.extend(reloaded.pop("errors"))
+            result.update(reloaded)
 
         if memory:
             first, total = memory["turns_first"], memory["turns_total"]

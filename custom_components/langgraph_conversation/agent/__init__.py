@@ -8,13 +8,8 @@ msgpack revival for checkpoints. `setdefault` keeps a user's explicit override.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
-import gc
 import logging
 import os
-import threading
-from typing import Any
 
 from . import redaction
 
@@ -24,31 +19,11 @@ os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
 os.environ.setdefault("LANGGRAPH_STRICT_MSGPACK", "true")
 
 
-def freeze_long_lived_objects() -> None:
-    """Take every object alive now out of the cyclic garbage collector's reach.
+# LiteLLM loads with the cyclic garbage collector paused and its heap frozen after
+# (upstream/heap.py): imported after the switches above, so they are read.
+from .upstream import heap
 
-    LiteLLM and the OpenAI SDK bring about 2,000 modules (a few hundred megabytes of
-    objects: modules, classes, functions, pydantic schemas) that live as long as the
-    process. Each full collection walks all of them: 200-400 ms holding the GIL, so Home
-    Assistant's event loop stands still, during the import (in the executor) and later,
-    every few turns, on the loop itself. `gc.freeze()` moves the objects that exist now
-    to the permanent generation, which collections skip; objects created later are
-    collected as always. Nothing in the library stack offers this; it is the standard
-    library's own remedy for large long-lived heaps.
-    """
-    gc.freeze()
-
-
-# No collection while LiteLLM loads (it would walk a heap that is still growing, holding
-# the GIL); the objects are frozen once it has loaded, so none later either.
-_COLLECTING = gc.isenabled()
-gc.disable()
-try:
-    import litellm
-finally:
-    freeze_long_lived_objects()
-    if _COLLECTING:
-        gc.enable()
+litellm = heap.import_frozen("litellm")
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
@@ -63,42 +38,6 @@ for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
 redaction.install()
 
 
-class LoggingPool(Executor):
-    """LiteLLM's success-logging thread pool, owned by us so it can stop with Home Assistant.
-
-    LiteLLM hands the logging of every streamed answer to a module-level pool of up to 100
-    non-daemon threads that never exit; Home Assistant then waits its full thread timeout
-    at every shutdown. This pool is small, starts threads on demand, and is shut down when
-    the last entry unloads or Home Assistant stops (and starts again if used later).
-    """
-
-    def __init__(self, max_workers: int = 2) -> None:
-        self._max_workers = max_workers
-        self._pool: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._max_workers, "litellm_logging")
-            return self._pool.submit(fn, *args, **kwargs)
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=wait, cancel_futures=cancel_futures)
-
-
-LOGGING_POOL = LoggingPool()
-
-
-def _install_logging_pool() -> None:
-    # Both modules bound LiteLLM's pool by name at import; point them at ours.
-    from litellm import utils as litellm_utils
-    from litellm.litellm_core_utils import streaming_handler
-
-    streaming_handler.executor = litellm_utils.executor = LOGGING_POOL
-
-
-_install_logging_pool()
+# Workarounds applied at import, each on the library version it was written for
+# (upstream/): LiteLLM's logging threads become ours to stop.
+from .upstream import litellm_release  # noqa: E402, F401

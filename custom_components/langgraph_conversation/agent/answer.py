@@ -26,9 +26,9 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.messages.ai import UsageMetadata, add_usage
 from langchain_core.messages.base import merge_content
 from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call, tool_call
-from langchain_core.utils._merge import merge_dicts
 
 from .text import clean_text, clean_value
+from .upstream.langchain_core import merge_metadata
 
 # Longest answer read from a model, in characters of text, tool names and arguments. A
 # spoken answer is a few hundred; max_tokens (1,024 by default) stops a well-behaved
@@ -141,7 +141,7 @@ class AnswerBuilder:
         for fragment in chunk.tool_call_chunks:
             self._add_fragment(fragment)
         if chunk.response_metadata:
-            self._metadata = merge_dicts(self._metadata, chunk.response_metadata)
+            self._metadata = merge_metadata(self._metadata, chunk.response_metadata)
         if chunk.usage_metadata is not None:
             self._usage = add_usage(self._usage, chunk.usage_metadata)
         self._take_id(chunk.id)

@@ -20,20 +20,14 @@ import litellm
 
 from .client_users import SHARED_CLIENT_USERS
 from .model import ModelAccess, ModelErrorKind, classify_error
+from .upstream.sdk_imports import FIRST_EMBEDDING_MODULES
 
 # LiteLLM names Ollama's chat and generate APIs as two providers; one server serves both.
 _SAME_PROVIDER = {"ollama_chat": "ollama"}
 # What the first embedding request imports (about 470 modules, most of the OpenAI SDK's
-# resources) after the chat model's warm-up; imported in the executor instead.
-_FIRST_CALL_MODULES = (
-    "openai.resources",
-    # openai 3.26 (Home Assistant 2026.11's pin) imports each resource lazily, on the
-    # client's first use of it: inside the first embedding request, on the event loop.
-    "openai.resources.embeddings",
-    "openai.lib._parsing._embeddings",
-    "anyio._backends._asyncio",
-    "litellm._service_logger",
-)
+# resources) after the chat model's warm-up; imported in the executor instead. Some are
+# private modules, named (and version-checked) in upstream/sdk_imports.py.
+_FIRST_CALL_MODULES = FIRST_EMBEDDING_MODULES
 
 
 class EmbeddingError(Exception):

@@ -9,8 +9,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 import importlib
-import inspect
-import json
 import logging
 import threading
 from typing import Any
@@ -26,21 +24,22 @@ from langchain_core.tools import StructuredTool
 from langchain_core.utils import function_calling as lc_function_calling
 from langchain_litellm import ChatLiteLLM
 import litellm
-from litellm import main as litellm_main
-from litellm._lazy_imports import _get_lazy_import_registry
-from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
-from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
-from litellm.llms.ollama.chat.transformation import OllamaChatCompletionResponseIterator
 from litellm.types.utils import ModelResponseStream
 import openai
 
-from . import LOGGING_POOL, freeze_long_lived_objects
 from .client_users import SHARED_CLIENT_USERS
 from .redaction import PLACEHOLDER, SECRET_FILTER
 
 # Imported for its effect: on the LiteLLM version it was written for, Ollama requests
 # carry the tool-call history again (see the module).
-from .upstream import litellm_ollama  # noqa: F401
+from .upstream import (
+    heap,
+    litellm_lazy,
+    litellm_ollama,  # noqa: F401
+    litellm_release,
+    litellm_stream,
+)
+from .upstream.langchain_litellm import PerCallCredentials
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -359,30 +358,9 @@ def provider_of(model: str) -> str:
     return model.partition("/")[0]
 
 
-class ChatModel(ChatLiteLLM):
-    """ChatLiteLLM that keeps its credentials to its own calls and streams cheaply.
-
-    langchain-litellm writes each call's api_key and api_base into LiteLLM's module-wide
-    settings (its `client` is the litellm module) and leaves the key out of the call
-    itself. With two models configured, one entry's key would then travel with another's
-    requests, and `ollama_chat` prefers the module-wide base URL over its own, so Ollama
-    calls would go to whichever server was called last. Here both go with the call, and
-    the module is left alone.
-    """
-
-    @property
-    def _client_params(self) -> dict[str, Any]:
-        params: dict[str, Any] = {
-            **self._default_params,
-            "model": self.model_name or self.model,
-            "timeout": self.request_timeout,
-            "api_base": self.api_base,
-        }
-        if self.api_key:
-            params["api_key"] = self.api_key
-        if self.extra_headers is not None:
-            params["extra_headers"] = self.extra_headers
-        return params
+class ChatModel(PerCallCredentials):
+    """ChatLiteLLM that keeps its credentials to its own calls (upstream/langchain_litellm.py)
+    and streams cheaply."""
 
     @property
     def _provider(self) -> str:
@@ -402,8 +380,8 @@ class ChatModel(ChatLiteLLM):
         cost machinery, and langchain-litellm then dumps each chunk back to a dict: about
         8 ms of CPU per answer on the event loop, more than Home Assistant's own Ollama
         agent spends on a whole turn. Neither library has a switch for a lean stream. For
-        `ollama_chat` the wrapper's `completion_stream` is LiteLLM's Ollama parser over the
-        response lines; it is read directly, and plain text lines (nearly all of them)
+        `ollama_chat` LiteLLM's Ollama parser inside the wrapper is read directly
+        (upstream/litellm_stream.py), and plain text lines (nearly all of them)
         become chunks without the parser's four pydantic objects per line. Everything else
         (the request and its transformation, credentials, the HTTP client, tool calls,
         reasoning, the final line with usage, error lines) stays LiteLLM's, and a failure
@@ -424,7 +402,7 @@ class ChatModel(ChatLiteLLM):
         self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any
     ) -> AsyncIterator[AIMessageChunk]:
         """The lean stream of `_astream`, as message chunks."""
-        message_dicts, params = self._create_message_dicts(messages, stop)
+        message_dicts, params = self.request(messages, stop)
         params = {**params, **kwargs, "stream": True}
         if self.stream_options is not None:
             params["stream_options"] = self.stream_options
@@ -432,22 +410,20 @@ class ChatModel(ChatLiteLLM):
             # Straight to LiteLLM (langchain-litellm's client is the litellm module): its
             # tenacity wrapper would add nothing, retries are the graph's (max_retries=0).
             wrapper = await litellm.acompletion(messages=message_dicts, **params)
-        raw = getattr(wrapper, "completion_stream", None)
-        lean = isinstance(raw, OllamaChatCompletionResponseIterator)
+        raw = litellm_stream.lean_source(wrapper)
         try:
-            async for message in _ollama_chunks(raw) if lean else _wrapped_chunks(wrapper):
+            async for message in _wrapped_chunks(wrapper) if raw is None else _ollama_chunks(raw):
                 yield message
         except httpx.TimeoutException:
             raise  # the wrapper passes timeouts on unchanged too
         except Exception as err:
-            if not lean:
+            if raw is None:
                 raise
-            # Raises LiteLLM's mapped exception, as iterating the wrapper would have.
-            wrapper._handle_stream_fallback_error(err)
+            litellm_stream.raise_mapped(wrapper, err)
         finally:
             # An answer cut short must not leave its HTTP response open.
-            if lean:
-                await _close_stream(getattr(raw, "streaming_response", None))
+            if raw is not None:
+                await _close_stream(litellm_stream.response_of(raw))
             await _close_stream(wrapper)
 
     async def answer_chunks(
@@ -523,55 +499,13 @@ async def _wrapped_chunks(wrapper: Any) -> AsyncIterator[AIMessageChunk]:
             yield message
 
 
-async def _ollama_chunks(
-    raw: OllamaChatCompletionResponseIterator,
-) -> AsyncIterator[AIMessageChunk]:
+async def _ollama_chunks(raw: Any) -> AsyncIterator[AIMessageChunk]:
     """Chunks of an Ollama /api/chat stream, as LiteLLM's parser would produce them."""
-    lines = aiter(raw.streaming_response)
-    while True:
-        try:
-            line = await anext(lines)
-        except StopAsyncIteration:
-            return
-        except ValueError as err:  # what LiteLLM's iterator raises for this
-            raise RuntimeError(f"Error receiving chunk from stream: {err}") from err
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except ValueError:
-            # Not bare JSON: LiteLLM's own reading (an SSE "data:" prefix is stripped;
-            # anything else is skipped).
-            data = raw._string_to_dict_parser(line)
-        if not isinstance(data, dict):
-            continue
-        if (text := _plain_text(data, raw)) is not None:
-            yield AIMessageChunk(content=text)
-        elif (message := _message_chunk(raw.chunk_parser(data))) is not None:
+    async for item in litellm_stream.ollama_stream(raw):
+        if isinstance(item, str):
+            yield AIMessageChunk(content=item)
+        elif (message := _message_chunk(item)) is not None:
             yield message
-
-
-_PLAIN_KEYS = frozenset({"role", "content"})
-
-
-def _plain_text(data: dict[str, Any], raw: OllamaChatCompletionResponseIterator) -> str | None:
-    """The text of a line that is nothing but more answer text, else None.
-
-    Exactly the lines for which LiteLLM's parser yields content and nothing else: not
-    the last line, no tool calls or thinking, no think tags, not inside reasoning.
-    """
-    message = data.get("message")
-    if (
-        data.get("done") is not False
-        or raw.started_reasoning_content
-        or not isinstance(message, dict)
-        or not message.keys() <= _PLAIN_KEYS
-    ):
-        return None
-    content = message.get("content")
-    if not isinstance(content, str) or "<think>" in content or "</think>" in content:
-        return None
-    return content
 
 
 def _message_chunk(chunk: Any) -> AIMessageChunk | None:
@@ -670,34 +604,6 @@ def register_local_model(access: ModelAccess) -> None:
     litellm.register_model({access.model: entry})
 
 
-# Lazy attributes of litellm whose resolution builds the default tiktoken encoding.
-_TOKENIZER_ATTRIBUTES = frozenset({"encoding", "get_modified_max_tokens"})
-
-
-class _EncodingOnDemand:
-    """LiteLLM's default tiktoken encoding, built the first time something really uses it.
-
-    LiteLLM's `completion` hands every Ollama call the default encoding (cl100k), which
-    the Ollama code never uses; building it costs 40 MB and one 55 ms stretch in native
-    code that holds the GIL (Home Assistant's loop stands still meanwhile). LiteLLM has
-    no setting for this, so its cached value (`litellm.main._encoding_cache`, which
-    LiteLLM fills with this same encoding on first use) starts as this stand-in; any
-    attribute access builds the real encoding and forwards to it.
-    """
-
-    __slots__ = ("_encoding",)
-
-    def __init__(self) -> None:
-        self._encoding: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._encoding is None:
-            from litellm._lazy_imports import _get_default_encoding
-
-            self._encoding = _get_default_encoding()
-        return getattr(self._encoding, name)
-
-
 class _TokenCountingPause:
     """LiteLLM's token counting, off while lean-stream calls are being set up.
 
@@ -732,12 +638,6 @@ class _TokenCountingPause:
 NO_TOKEN_COUNTING = _TokenCountingPause()
 
 
-def _spare_default_encoding() -> None:
-    """Let LiteLLM hand Ollama calls the on-demand stand-in of its default encoding."""
-    if litellm_main._encoding_cache is None:
-        litellm_main._encoding_cache = _EncodingOnDemand()
-
-
 def warm_up(access: ModelAccess) -> None:
     """Run LiteLLM's first-call lazy imports once, off the event loop.
 
@@ -748,7 +648,8 @@ def warm_up(access: ModelAccess) -> None:
     register_local_model(access)
     lean = provider_of(access.model) in LEAN_STREAM_PROVIDERS
     if lean:
-        _spare_default_encoding()
+        # LiteLLM's default encoding, built only if something uses it (upstream/litellm_lazy.py).
+        litellm_lazy.spare_default_encoding()
     with NO_TOKEN_COUNTING if lean else contextlib.nullcontext():
         stream = litellm.completion(
             model=access.model,
@@ -763,12 +664,9 @@ def warm_up(access: ModelAccess) -> None:
         # usage, with the model's own encoding (o200k for OpenAI's): built here, off the
         # loop (0.7 s, ~70 MB).
         litellm.token_counter(model="gpt-4o", text="warm up")
-    # LiteLLM resolves many module attributes through `importlib.import_module` on
-    # first access (its error and cost paths among them); resolve them all here, once:
-    # about 0.25 s and 3 MB, instead of stalls on the loop at the first failure.
-    for name in _get_lazy_import_registry():
-        if not (lean and name in _TOKENIZER_ATTRIBUTES):
-            getattr(litellm, name)
+    # LiteLLM's lazy module attributes, resolved here once instead of on the loop at the
+    # first failure (upstream/litellm_lazy.py).
+    litellm_lazy.resolve_lazy_attributes(litellm_lazy.TOKENIZER_ATTRIBUTES if lean else ())
     # langchain-core does the same for its packages' attributes (binding tools imports
     # langchain_core.tools.simple on first use); resolve those too.
     for package in (lc_tools, lc_messages, lc_function_calling):
@@ -783,8 +681,8 @@ def warm_up(access: ModelAccess) -> None:
         module = importlib.import_module(package)
         for name in getattr(module, "__all__", ()):
             getattr(module, name)
-    # What the warm-up imported lives as long as the process too.
-    freeze_long_lived_objects()
+    # What the (first) warm-up imported lives as long as the process too.
+    heap.freeze_after_first_warm_up()
     _WARMED_PROVIDERS.add(provider_of(access.model))
 
 
@@ -865,21 +763,4 @@ async def async_release_shared_clients() -> None:
     still running on them finishes first (agent/client_users.py).
     """
     async with SHARED_CLIENT_USERS.closing():
-        await _close_shared_clients()
-
-
-async def _close_shared_clients() -> None:
-    await GLOBAL_LOGGING_WORKER.stop()
-    await asyncio.to_thread(LOGGING_POOL.shutdown)
-    await close_litellm_async_clients()
-    # LiteLLM's helper above skips SDK clients (AsyncOpenAI and friends), whose aiohttp
-    # sessions would otherwise be dropped unclosed by the flush below.
-    cached = getattr(litellm.in_memory_llm_clients_cache, "cache_dict", {})
-    for client in list(cached.values()):
-        close = getattr(client, "close", None)
-        if inspect.iscoroutinefunction(close):
-            try:
-                await close()
-            except Exception as err:  # noqa: BLE001  closing is best effort, never fatal
-                _LOGGER.debug("Closing a LiteLLM client failed: %s", err)
-    litellm.in_memory_llm_clients_cache.flush_cache()
+        await litellm_release.close_shared_clients()

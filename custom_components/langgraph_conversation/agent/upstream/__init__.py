@@ -1,9 +1,21 @@
-"""Workarounds for defects of the libraries we depend on: the one place for them.
+"""Workarounds for the libraries we depend on: the one place for them.
 
-Each module here carries one workaround for one library at one exact version: a comment
-naming the upstream behaviour (issue and fix), a check at import that the installed
-version is the one it was written for (otherwise it stays out and the library's plain
-public path is used), and a contract test under tests/ that fails when an upgrade
-changes the behaviour, so the workaround is reviewed instead of silently applied to code
-it was not written for. Other private touch points of the agent move here over time.
+Each module here carries the workarounds for one library (or one concern) at exact
+versions: a comment naming the upstream behaviour and the version it was checked on, a
+check at import that the installed version is that one (otherwise it stays out and the
+library's plain public path is used, or, where none exists, a safe one that is named), and
+contract tests in tests/upstream/ (one file per module) that fail when an upgrade changes
+the behaviour, so the workaround is reviewed instead of silently applied to code it was
+not written for.
+Nothing outside this package touches a private member of LiteLLM, langchain-litellm,
+langchain-core, the OpenAI SDK or anyio.
+
+- litellm_ollama: the tool-call history LiteLLM drops from Ollama requests.
+- litellm_stream: reading LiteLLM's Ollama stream parser directly (the lean stream).
+- litellm_lazy: LiteLLM's lazy attributes and its default tokenizer.
+- litellm_release: LiteLLM's logging threads, logging worker and cached HTTP clients.
+- langchain_litellm: keeping each call's key and base URL with that call.
+- langchain_core: merging a streamed answer's metadata.
+- sdk_imports: the OpenAI SDK's and anyio's modules a first embedding call imports.
+- heap: taking LiteLLM's import-sized heap out of the cyclic garbage collector's walk.
 """

@@ -1,4 +1,4 @@
-"""Contract tests of the library workarounds in agent/upstream/.
+"""Contract tests of agent/upstream/litellm_ollama.py.
 
 Each fails when an upgrade changes the behaviour a workaround was written for: then the
 workaround is reviewed (kept, adapted or removed), never applied blind.
@@ -16,7 +16,7 @@ import pytest
 
 from custom_components.langgraph_conversation.agent.upstream import litellm_ollama
 
-from .fakes import FakeOllamaServer
+from ..fakes import FakeOllamaServer
 
 # One tool round in OpenAI's format, as langchain-litellm hands it to LiteLLM: two
 # parallel calls, then their results (langchain-litellm sends no tool name).

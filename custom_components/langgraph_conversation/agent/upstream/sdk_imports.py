@@ -1,0 +1,52 @@
+"""The modules a first embedding request imports, by their private names.
+
+Behaviour worked around (checked on the OpenAI SDK 2.15.0, 3.10.0 and 3.26.0 and anyio
+4.10.0, 4.14.2 and 4.15.1: the releases Home Assistant 2026.2, 2026.10 and 2026.11 pin;
+LiteLLM 1.83.0): LiteLLM's first `aembedding` call imports about 470 modules on the event
+loop, most of the OpenAI SDK's resources, among them private ones: the 3.x SDK's
+embedding response parser (`openai.lib._parsing._embeddings`; 2.15.0 has none), anyio's
+asyncio backend (`anyio._backends._asyncio`, imported when the SDK first runs a function
+in a thread) and LiteLLM's service logger (`litellm._service_logger`). The warm-up imports
+them in the executor instead; the 3.x SDK imports each resource lazily, on a client's
+first use of it, so its embedding resource is named too.
+
+The OpenAI SDK and anyio are pinned by Home Assistant itself (package_constraints.txt),
+to a different release in each; the manifest cannot pin them without conflicting. On a
+release not listed here (one log line says so) its private modules are left out and only
+the public names are imported ahead; what moved is then imported by the first request,
+on the loop (slower once, never wrong).
+"""
+
+from __future__ import annotations
+
+from .versions import installed, matches
+
+# The OpenAI SDK's private modules its embedding resource imports, per checked release.
+OPENAI_PRIVATE: dict[str, tuple[str, ...]] = {
+    "2.15.0": (),  # parses an embedding response inside the resource itself
+    "3.10.0": ("openai.lib._parsing._embeddings",),
+    "3.26.0": ("openai.lib._parsing._embeddings",),
+}
+CHECKED_OPENAI = frozenset(OPENAI_PRIVATE)
+CHECKED_ANYIO = frozenset({"4.10.0", "4.14.2", "4.15.1"})
+CHECKED_LITELLM = frozenset({"1.83.0"})
+
+PUBLIC_MODULES = ("openai.resources", "openai.resources.embeddings")
+ANYIO_PRIVATE = ("anyio._backends._asyncio",)
+LITELLM_PRIVATE = ("litellm._service_logger",)
+
+_INSTEAD = "the first embedding request imports its private modules on the event loop"
+
+
+def _first_embedding_modules() -> tuple[str, ...]:
+    modules = list(PUBLIC_MODULES)
+    if matches("openai", CHECKED_OPENAI, "importing the SDK's embedding modules", _INSTEAD):
+        modules += OPENAI_PRIVATE[installed("openai")]
+    if matches("anyio", CHECKED_ANYIO, "importing anyio's asyncio backend", _INSTEAD):
+        modules += ANYIO_PRIVATE
+    if matches("litellm", CHECKED_LITELLM, "importing LiteLLM's service logger", _INSTEAD):
+        modules += LITELLM_PRIVATE
+    return tuple(modules)
+
+
+FIRST_EMBEDDING_MODULES = _first_embedding_modules()
