@@ -9,7 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pytest_homeassistant_custom_component.common import MockConfigEntry, async_capture_events
+from pytest_homeassistant_custom_component.common import (
+    MockConfigEntry,
+    MockUser,
+    async_capture_events,
+)
 import voluptuous as vol
 
 from custom_components.langgraph_conversation.config_flow import (
@@ -416,14 +420,18 @@ async def test_fallback_model_answers(
 
 @pytest.mark.parametrize("ai_task_overrides", [{CONF_ACTIVITY_CONTENTS: True}])
 async def test_activity_events(
-    hass: HomeAssistant, ai_entry: MockConfigEntry, openai_server: FakeOpenAIServer
+    hass: HomeAssistant,
+    ai_entry: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    hass_admin_user: MockUser,
 ) -> None:
     """A task reports like a turn: start and end (both model calls of a structured retry
     counted, tokens summed), with the words when the option is on, as the caller's act."""
     events = async_capture_events(hass, EVENT_ACTIVITY)
     openai_server.add_text('{"count": "many"}', prompt_tokens=100, completion_tokens=5)
     openai_server.add_text('{"count": 4}', prompt_tokens=120, completion_tokens=4)
-    context = Context(user_id="person-1")
+    # A real user: Home Assistant 2026.11 checks the caller's permissions first.
+    context = Context(user_id=hass_admin_user.id)
     response = await hass.services.async_call(
         "ai_task",
         "generate_data",
@@ -450,7 +458,7 @@ async def test_activity_events(
     passes_context = (
         "context" in inspect.signature(ai_task.AITaskEntity.internal_async_generate_data).parameters
     )
-    expected_user = "person-1" if passes_context else None
+    expected_user = hass_admin_user.id if passes_context else None
     assert all(event.context.user_id == expected_user for event in events)
 
 
