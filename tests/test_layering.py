@@ -4,6 +4,8 @@
   Home Assistant-side modules: it receives tools and an event sink.
 - `storage/` knows SQLite and LangGraph's storage interfaces: neither Home Assistant nor
   `agent/` nor `tools/`.
+- LiteLLM and langchain-litellm are imported under `agent/` only: conversation turns and
+  AI Tasks share one model path.
 
 Read from the source (every import statement, also inside functions), so a lazy import
 cannot slip past.
