@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.common import (
+    MockConfigEntry,
+    MockUser,
+    async_capture_events,
+)
 import voluptuous as vol
 
 from custom_components.langgraph_conversation.config_flow import (
@@ -16,20 +21,25 @@ from custom_components.langgraph_conversation.config_flow import (
     DEFAULT_AI_TASK_OPTIONS,
 )
 from custom_components.langgraph_conversation.const import (
+    CONF_ACTIVITY_CONTENTS,
     CONF_API_BASE,
     CONF_API_KEY,
+    CONF_FALLBACK_MODEL,
     CONF_MAX_TOKENS,
     CONF_MODEL,
+    CONF_MODEL_RETRIES,
     CONF_REQUEST_TIMEOUT,
     CONF_TEMPERATURE,
+    DEFAULT_MODEL_RETRIES,
     DOMAIN,
+    EVENT_ACTIVITY,
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
 )
 from homeassistant import config_entries
-from homeassistant.components import ai_task
+from homeassistant.components import ai_task, conversation
 from homeassistant.config_entries import ConfigSubentryData
-from homeassistant.core import HomeAssistant
+from homeassistant.core import Context, HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import entity_registry as er, selector
@@ -63,8 +73,17 @@ def media_dir(hass: HomeAssistant, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def ai_task_overrides() -> dict[str, Any]:
+    """Options a test changes on its AI Task (parametrize this fixture)."""
+    return {}
+
+
+@pytest.fixture
 async def ai_entry(
-    hass: HomeAssistant, openai_server: FakeOpenAIServer, media_dir: Path
+    hass: HomeAssistant,
+    openai_server: FakeOpenAIServer,
+    media_dir: Path,
+    ai_task_overrides: dict[str, Any],
 ) -> MockConfigEntry:
     """An entry for the OpenAI-compatible fake with one conversation agent and one AI Task."""
     entry = MockConfigEntry(
@@ -83,7 +102,7 @@ async def ai_entry(
                 unique_id=None,
             ),
             ConfigSubentryData(
-                data=DEFAULT_AI_TASK_OPTIONS,
+                data={**DEFAULT_AI_TASK_OPTIONS, **ai_task_overrides},
                 subentry_type=SUBENTRY_AI_TASK,
                 title="Test AI Task",
                 unique_id=None,
@@ -225,14 +244,16 @@ async def test_structured_through_the_action(
 async def test_model_error(
     hass: HomeAssistant, ai_entry: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
-    """A rate limit is the conversation agent's translated message; nothing is retried."""
-    openai_server.add_error(429, "Rate limit reached")
+    """A rate limit that outlasts the retry is the conversation agent's translated message."""
+    openai_server.add_error(429, "Rate limit reached", headers={"Retry-After": "0"})
+    openai_server.add_error(429, "Rate limit reached", headers={"Retry-After": "0"})
     with pytest.raises(HomeAssistantError) as caught:
         await _generate(hass, ai_entry)
     assert caught.value.translation_key == "turn_rate_limit"
     # Home Assistant drops the final full stop of translated exception messages.
     assert str(caught.value) == _message("turn_rate_limit").rstrip(".")
-    assert openai_server.request_count == 1
+    # The first attempt and the one retry the default options allow.
+    assert openai_server.request_count == 1 + DEFAULT_MODEL_RETRIES
 
 
 async def test_image_attachment(
@@ -331,3 +352,193 @@ async def test_subentry_create_and_reconfigure(
         CONF_MAX_TOKENS: 800,
         CONF_REQUEST_TIMEOUT: 45,
     }
+
+
+# A second model on the same fake server: the fallback borrows the entry's key and base.
+BACKUP_MODEL = "backup-model"
+
+
+async def test_retry_after_server_error(
+    hass: HomeAssistant, ai_entry: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A 503 before the first word is retried on the main model, and the task succeeds."""
+    openai_server.add_error(503, "overloaded", headers={"Retry-After": "0"})
+    openai_server.add_text("A short poem about lights.")
+    result = await _generate(hass, ai_entry, instructions="Write a poem about lights.")
+    assert result.data == "A short poem about lights."
+    assert [r["model"] for r in openai_server.requests] == [TEST_MODEL, TEST_MODEL]
+    assert openai_server.requests[0]["messages"] == openai_server.requests[1]["messages"]
+
+
+@pytest.mark.parametrize("ai_task_overrides", [{CONF_MODEL_RETRIES: 1}])
+async def test_retry_after_connection_reset(
+    hass: HomeAssistant, ai_entry: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A connection reset before any byte of the answer is retried; the data is valid."""
+    openai_server.add_reset()
+    openai_server.add_text('{"name": "kitchen", "count": 3}')
+    result = await _generate(hass, ai_entry, structure=STRUCTURE)
+    assert result.data == {"name": "kitchen", "count": 3}
+    assert openai_server.request_count == 2
+    # The retry is the same request, JSON mode included.
+    assert openai_server.requests[1]["response_format"] == {"type": "json_object"}
+    assert openai_server.requests[0]["messages"] == openai_server.requests[1]["messages"]
+
+
+@pytest.mark.parametrize(
+    "ai_task_overrides",
+    [{CONF_MODEL_RETRIES: 1, CONF_FALLBACK_MODEL: {CONF_MODEL: f"openai/{BACKUP_MODEL}"}}],
+)
+async def test_fallback_model_answers(
+    hass: HomeAssistant, ai_entry: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """The main model fails twice (first attempt, retry): the fallback model answers, and
+    the activity events name it."""
+    events = async_capture_events(hass, EVENT_ACTIVITY)
+    openai_server.add_error(503, "overloaded", headers={"Retry-After": "0"})
+    openai_server.add_error(503, "overloaded", headers={"Retry-After": "0"})
+    openai_server.add_text('{"name": "hall", "count": 1}')
+    result = await _generate(hass, ai_entry, structure=STRUCTURE)
+    await hass.async_block_till_done()
+    assert result.data == {"name": "hall", "count": 1}
+    assert [r["model"] for r in openai_server.requests] == [TEST_MODEL, TEST_MODEL, BACKUP_MODEL]
+    # The fallback got the same task, with the schema and in JSON mode.
+    assert openai_server.requests[2]["messages"] == openai_server.requests[0]["messages"]
+    assert openai_server.requests[2]["response_format"] == {"type": "json_object"}
+
+    payloads = [event.data for event in events]
+    assert [p["type"] for p in payloads] == ["turn_start", "turn_end"]
+    start, end = payloads
+    assert start["agent_id"] == end["agent_id"] == _task_entity_id(hass, ai_entry)
+    assert start["conversation_id"] == end["conversation_id"] == result.conversation_id
+    assert start["turn_id"] == end["turn_id"]
+    assert start["model"] == f"openai/{TEST_MODEL}"
+    assert (end["model"], end["model_role"]) == (f"openai/{BACKUP_MODEL}", "fallback")
+    assert (end["model_calls"], end["error"]) == (1, None)
+    assert TEST_KEY not in json.dumps(payloads)
+
+
+@pytest.mark.parametrize("ai_task_overrides", [{CONF_ACTIVITY_CONTENTS: True}])
+async def test_activity_events(
+    hass: HomeAssistant,
+    ai_entry: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    hass_admin_user: MockUser,
+) -> None:
+    """A task reports like a turn: start and end (both model calls of a structured retry
+    counted, tokens summed), with the words when the option is on, as the caller's act."""
+    events = async_capture_events(hass, EVENT_ACTIVITY)
+    openai_server.add_text('{"count": "many"}', prompt_tokens=100, completion_tokens=5)
+    openai_server.add_text('{"count": 4}', prompt_tokens=120, completion_tokens=4)
+    # A real user: Home Assistant 2026.11 checks the caller's permissions first.
+    context = Context(user_id=hass_admin_user.id)
+    response = await hass.services.async_call(
+        "ai_task",
+        "generate_data",
+        {
+            "task_name": "Count",
+            "entity_id": _task_entity_id(hass, ai_entry),
+            "instructions": "How many lights are on?",
+            "structure": {"count": {"selector": {"number": {}}, "required": True}},
+        },
+        blocking=True,
+        return_response=True,
+        context=context,
+    )
+    await hass.async_block_till_done()
+    assert response is not None
+    assert response["data"] == {"count": 4}
+    start, end = [event.data for event in events]
+    assert (start["type"], end["type"]) == ("turn_start", "turn_end")
+    assert start["request"] == "How many lights are on?"
+    assert end["answer"] == '{"count": 4}'
+    assert (end["model"], end["model_role"]) == (f"openai/{TEST_MODEL}", "main")
+    assert (end["model_calls"], end["input_tokens"], end["output_tokens"]) == (2, 220, 9)
+    # Home Assistant 2026.10+ hands the caller's context to the entity; 2026.2 does not.
+    passes_context = (
+        "context" in inspect.signature(ai_task.AITaskEntity.internal_async_generate_data).parameters
+    )
+    expected_user = hass_admin_user.id if passes_context else None
+    assert all(event.context.user_id == expected_user for event in events)
+
+
+async def test_activity_on_invalid_structure(
+    hass: HomeAssistant, ai_entry: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Data still invalid after the retry ends the task's activity with its own error."""
+    events = async_capture_events(hass, EVENT_ACTIVITY)
+    openai_server.add_text("not json")
+    openai_server.add_text("not json either")
+    with pytest.raises(HomeAssistantError):
+        await _generate(hass, ai_entry, structure=STRUCTURE)
+    await hass.async_block_till_done()
+    payloads = [event.data for event in events]
+    assert [p["type"] for p in payloads] == ["turn_start", "error", "turn_end"]
+    assert payloads[1]["error"] == payloads[2]["error"] == "invalid_structure"
+    assert payloads[2]["model_calls"] == 2
+    assert "not json" not in json.dumps(payloads)
+
+
+async def test_hard_failure_is_the_turns_sentence(
+    hass: HomeAssistant, ai_entry: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A failure no retry or fallback helps (a bad request) is not retried, and the task
+    fails with the very sentence a conversation turn speaks for it."""
+    events = async_capture_events(hass, EVENT_ACTIVITY)
+    openai_server.add_error(400, f"bad request, key {TEST_KEY}")
+    with pytest.raises(HomeAssistantError) as caught:
+        await _generate(hass, ai_entry)
+    await hass.async_block_till_done()
+    assert caught.value.translation_key == "turn_bad_request"
+    assert openai_server.request_count == 1
+    assert TEST_KEY not in str(caught.value)
+    assert [event.data["type"] for event in events] == ["turn_start", "error", "turn_end"]
+    assert events[1].data["error"] == "bad_request"
+
+    openai_server.add_error(400, f"bad request, key {TEST_KEY}")
+    subentry_id = next(
+        s.subentry_id
+        for s in ai_entry.subentries.values()
+        if s.subentry_type == SUBENTRY_CONVERSATION
+    )
+    agent_id = er.async_get(hass).async_get_entity_id("conversation", DOMAIN, subentry_id)
+    turn = await conversation.async_converse(hass, "Hello", None, Context(), agent_id=agent_id)
+    assert turn.response.speech["plain"]["speech"] == str(caught.value)
+    assert str(caught.value) == _message("turn_bad_request").rstrip(".")
+
+
+async def test_subentry_fallback_and_retries(
+    hass: HomeAssistant, ai_entry: MockConfigEntry
+) -> None:
+    """The AI Task form takes the agents' retries and fallback model (stored trimmed; an
+    empty fallback section is dropped)."""
+    result = await hass.config_entries.subentries.async_init(
+        (ai_entry.entry_id, SUBENTRY_AI_TASK), context={"source": config_entries.SOURCE_USER}
+    )
+    result = await hass.config_entries.subentries.async_configure(
+        result["flow_id"],
+        {
+            "name": "Resilient",
+            CONF_MODEL_RETRIES: 2.0,
+            CONF_FALLBACK_MODEL: {CONF_MODEL: f" openai/{BACKUP_MODEL} "},
+            CONF_ACTIVITY_CONTENTS: True,
+        },
+    )
+    await hass.async_block_till_done()
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    created = next(s for s in ai_entry.subentries.values() if s.title == "Resilient")
+    assert created.data[CONF_MODEL_RETRIES] == 2
+    assert created.data[CONF_FALLBACK_MODEL] == {CONF_MODEL: f"openai/{BACKUP_MODEL}"}
+    assert created.data[CONF_ACTIVITY_CONTENTS] is True
+
+    result = await hass.config_entries.subentries.async_init(
+        (ai_entry.entry_id, SUBENTRY_AI_TASK),
+        context={"source": config_entries.SOURCE_RECONFIGURE, "subentry_id": created.subentry_id},
+    )
+    result = await hass.config_entries.subentries.async_configure(
+        result["flow_id"], {CONF_MODEL_RETRIES: 0.0, CONF_FALLBACK_MODEL: {CONF_MODEL: " "}}
+    )
+    await hass.async_block_till_done()
+    assert result["reason"] == "reconfigure_successful"
+    assert CONF_FALLBACK_MODEL not in ai_entry.subentries[created.subentry_id].data
+    assert ai_entry.subentries[created.subentry_id].data[CONF_MODEL_RETRIES] == 0

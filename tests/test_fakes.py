@@ -350,6 +350,20 @@ async def test_openai_broken_stream_raises_on_httpx_transport(
     assert issubclass(MidStreamFallbackError, litellm.ServiceUnavailableError)
 
 
+async def test_openai_reset_before_the_answer(
+    socket_enabled: None, openai_fake: FakeOpenAIServer
+) -> None:
+    """A reset before the status line: the OpenAI SDK's "Connection error.", which
+    LiteLLM files as an InternalServerError (agent/model.py classifies it by the SDK's
+    error in its chain). The next request is answered: the reset took one reply."""
+    openai_fake.add_reset()
+    with pytest.raises(litellm.InternalServerError) as raised:
+        await collect(**openai_call(openai_fake))
+    assert "Connection error" in str(raised.value)
+    assert openai_fake.request_count == 1
+    assert text_of(await collect(**openai_call(openai_fake))) == "OK"
+
+
 async def test_openai_invalid_json_chunk(
     socket_enabled: None, openai_fake: FakeOpenAIServer
 ) -> None:

@@ -4,6 +4,8 @@
   Home Assistant-side modules: it receives tools and an event sink.
 - `storage/` knows SQLite and LangGraph's storage interfaces: neither Home Assistant nor
   `agent/` nor `tools/`.
+- LiteLLM and langchain-litellm are imported under `agent/` only: conversation turns and
+  AI Tasks share one model path.
 
 Read from the source (every import statement, also inside functions), so a lazy import
 cannot slip past.
@@ -110,3 +112,27 @@ def test_postgres_packages_are_imported_by_one_module_only() -> None:
         if any(module == name or module.startswith(f"{name}.") for name in _ON_DEMAND)
     ]
     assert broken == []
+
+
+# The model libraries: every call, workaround and error mapping lives under agent/, so
+# the Home Assistant side has one model path (conversation turns and AI Task alike).
+_MODEL_LIBRARIES = ("litellm", "langchain_litellm")
+
+
+def test_model_libraries_are_imported_under_agent_only() -> None:
+    """No module outside agent/ imports LiteLLM or langchain-litellm."""
+    broken = [
+        f"{path.relative_to(PACKAGE)}:{line} imports {module}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] != "agent"
+        for line, module in _absolute_imports(path.read_text(encoding="utf-8"))
+        if module.split(".")[0] in _MODEL_LIBRARIES
+    ]
+    assert broken == []
+
+
+def test_the_model_library_check_sees_lazy_imports() -> None:
+    """The walker finds a model library imported inside a function, in either form."""
+    source = "def f():\n    import litellm.types\n    from langchain_litellm import ChatLiteLLM\n"
+    found = [module.split(".")[0] for _, module in _absolute_imports(source)]
+    assert found == ["litellm", "langchain_litellm"]

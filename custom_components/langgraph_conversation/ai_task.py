@@ -1,31 +1,38 @@
-"""AI Task entity: one model call per task, text or JSON data validated against a structure."""
+"""AI Task entity: text, or JSON data validated against a structure, on the agents' model path.
+
+The task itself runs in agent/one_shot.py: retries before the first word, the fallback
+model, activity events and errors as a conversation turn has them. This entity turns Home
+Assistant's task into that request and the answer back into a task result.
+"""
 
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-import litellm
 import voluptuous as vol
 
 from homeassistant.components import ai_task, conversation
 from homeassistant.config_entries import ConfigEntry
-from homeassistant.core import HomeAssistant
+from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from .agent.model import ModelAccess, ModelErrorKind, to_model_error
+from .activity import ActivityReporter
+from .agent.one_shot import InvalidAnswer, TaskRequest, model_capabilities, run_task
+from .agent.runtime import TurnError
 from .const import (
+    CONF_ACTIVITY_CONTENTS,
+    CONF_MODEL_RETRIES,
     DEFAULT_AI_TASK_TEMPERATURE,
+    DEFAULT_MODEL_RETRIES,
     DOMAIN,
     SUBENTRY_AI_TASK,
 )
+from .conversation import agent_roles
 from .entity import SubentryEntity, add_subentry_entities
 from .tools.schema import sanitize_schema, schema_to_json
 
@@ -41,19 +48,6 @@ _LOGGER = logging.getLogger(__name__)
 # The entity only awaits the model; Home Assistant may call it concurrently.
 PARALLEL_UPDATES = 0
 
-# Attempts at a structured answer: the first, and one retry told what was wrong.
-STRUCTURE_ATTEMPTS = 2
-_ERROR_DETAIL_CHARS = 300
-
-_JSON_INSTRUCTIONS = (
-    "Answer with only one JSON object, no other text and no code fences. "
-    "It must match this JSON schema:\n{schema}"
-)
-_RETRY_INSTRUCTIONS = (
-    "That answer was not valid: {error}. Answer again with only the JSON object, "
-    "matching the JSON schema given before."
-)
-
 
 async def async_setup_entry(
     hass: HomeAssistant,
@@ -64,51 +58,21 @@ async def async_setup_entry(
     add_subentry_entities(entry, SUBENTRY_AI_TASK, LangGraphAITaskEntity, async_add_entities)
 
 
-@dataclass(frozen=True, slots=True)
-class _Capabilities:
-    """What LiteLLM knows of the model; None when it does not know."""
-
-    vision: bool | None
-    json_mode: bool
-
-
-def _capabilities(access: ModelAccess) -> _Capabilities:
-    """Look the model up in LiteLLM's model map (in the executor: it may read files)."""
-    vision: bool | None = None
-    try:
-        info = litellm.get_model_info(model=access.model)
-    except Exception:  # noqa: BLE001  unknown models (self-hosted ones) raise
-        info = None
-    if info is not None and info.get("supports_vision") is not None:
-        vision = bool(info["supports_vision"])
-    provider, _, name = access.model.partition("/")
-    try:
-        params = litellm.get_supported_openai_params(
-            model=name or provider, custom_llm_provider=provider
-        )
-    except Exception:  # noqa: BLE001  an unknown provider: ask for nothing special
-        params = None
-    return _Capabilities(vision=vision, json_mode="response_format" in (params or ()))
-
-
 def _data_url(path: Path, mime_type: str) -> str:
     """The file as a base64 data URL (runs in the executor)."""
     return f"data:{mime_type};base64,{base64.b64encode(path.read_bytes()).decode()}"
 
 
-def parse_json_answer(text: str) -> Any:
-    """The JSON in a model's answer, tolerating code fences and words around an object."""
-    text = text.strip()
-    if text.startswith("```"):
-        text = text.split("\n", 1)[1] if "\n" in text else ""
-        text = text.rsplit("```", 1)[0].strip()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        start, end = text.find("{"), text.rfind("}")
-        if 0 <= start < end:
-            return json.loads(text[start : end + 1])
-        raise
+def _checker(structure: Any) -> Any:
+    """The task's structure as the check of one_shot.run_task: data, or InvalidAnswer."""
+
+    def check(data: Any) -> Any:
+        try:
+            return structure(data)
+        except _INVALID as err:
+            raise InvalidAnswer(str(err) or type(err).__name__) from err
+
+    return check
 
 
 class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
@@ -126,57 +90,46 @@ class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
     ) -> ai_task.GenDataTaskResult:
         """Run the task: one model call, plus one retry when structured data is invalid."""
         runtime = self.entry.runtime_data
-        capabilities = await self.hass.async_add_executor_job(_capabilities, runtime.access)
-        system_prompt = chat_log.content[0].content
-        if task.structure is not None:
-            schema = self._json_schema(task, chat_log)
-            system_prompt = (
-                f"{system_prompt}\n\n{_JSON_INSTRUCTIONS.format(schema=json.dumps(schema))}"
-            )
-        messages: list[BaseMessage] = [
-            SystemMessage(content=system_prompt),
-            await self._human_message(task, capabilities),
-        ]
-        model: Any = runtime.chat_model(self._settings())
-
-        if task.structure is None:
-            text = await self._ask(model, messages)
-            if not text.strip():
-                raise HomeAssistantError(
-                    translation_domain=DOMAIN, translation_key="turn_empty_answer"
-                )
-            self._record(chat_log, text)
-            return ai_task.GenDataTaskResult(conversation_id=chat_log.conversation_id, data=text)
-
-        if capabilities.json_mode:
-            model = model.bind(response_format={"type": "json_object"})
-        error = ""
-        for attempt in range(STRUCTURE_ATTEMPTS):
-            text = await self._ask(model, messages)
-            self._record(chat_log, text)
-            try:
-                data = task.structure(parse_json_answer(text))
-            except (json.JSONDecodeError, *_INVALID) as err:
-                error = str(err)[:_ERROR_DETAIL_CHARS] or type(err).__name__
-                _LOGGER.debug(
-                    "%s: answer %d for task %s is invalid: %s",
-                    self.entity_id,
-                    attempt + 1,
-                    task.name,
-                    error,
-                )
-                messages += [
-                    AIMessage(content=text),
-                    HumanMessage(content=_RETRY_INSTRUCTIONS.format(error=error)),
-                ]
-                continue
-            return ai_task.GenDataTaskResult(conversation_id=chat_log.conversation_id, data=data)
-        _LOGGER.warning("%s: no valid data for task %s: %s", self.entity_id, task.name, error)
-        raise HomeAssistantError(
-            translation_domain=DOMAIN,
-            translation_key="ai_task_invalid_structure",
-            translation_placeholders={"error": error},
+        options = self.subentry.data
+        request = TaskRequest(
+            system_prompt=chat_log.content[0].content,
+            content=await self._content(task),
+            settings=self._settings(),
+            roles=agent_roles(runtime.access, options),
+            model_retries=options.get(CONF_MODEL_RETRIES, DEFAULT_MODEL_RETRIES),
+            schema=self._json_schema(task, chat_log) if task.structure is not None else None,
+            request_text=task.instructions,
+            label=chat_log.conversation_id,
         )
+        reporter = ActivityReporter(
+            self.hass,
+            chat_log,
+            agent_id=self.entity_id,
+            # Home Assistant 2026.10+ passes the caller's context to the entity (2026.2
+            # does not: the events then get one of their own).
+            context=self._context or Context(),
+            device_id=None,
+            include_contents=options.get(CONF_ACTIVITY_CONTENTS, False),
+        )
+        try:
+            data = await run_task(
+                runtime.access,
+                runtime.models,
+                request,
+                hooks=(*runtime.hooks, reporter),
+                check=_checker(task.structure) if task.structure is not None else None,
+                on_answer=lambda text: self._record(chat_log, text),
+            )
+        except TurnError as err:
+            raise self._model_failure(err) from None
+        except InvalidAnswer as err:
+            _LOGGER.warning("%s: no valid data for task %s: %s", self.entity_id, task.name, err)
+            raise HomeAssistantError(
+                translation_domain=DOMAIN,
+                translation_key="ai_task_invalid_structure",
+                translation_placeholders={"error": str(err)},
+            ) from None
+        return ai_task.GenDataTaskResult(conversation_id=chat_log.conversation_id, data=data)
 
     @staticmethod
     def _json_schema(task: ai_task.GenDataTask, chat_log: conversation.ChatLog) -> dict[str, Any]:
@@ -186,12 +139,14 @@ class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
         )
         return sanitize_schema(schema_to_json(task.structure, custom_serializer=serializer))
 
-    async def _human_message(
-        self, task: ai_task.GenDataTask, capabilities: _Capabilities
-    ) -> HumanMessage:
-        """The instructions, with images as content blocks; other files are refused."""
+    async def _content(self, task: ai_task.GenDataTask) -> str | list[str | dict[str, Any]]:
+        """The instructions, with images as content blocks; other files are refused, and
+        images too when LiteLLM knows the model cannot see."""
         if not task.attachments:
-            return HumanMessage(content=task.instructions)
+            return task.instructions
+        capabilities = await self.hass.async_add_executor_job(
+            model_capabilities, self.entry.runtime_data.access.model
+        )
         blocks: list[str | dict[str, Any]] = [{"type": "text", "text": task.instructions}]
         for attachment in task.attachments:
             name = Path(attachment.path).name
@@ -211,24 +166,7 @@ class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
                 _data_url, Path(attachment.path), attachment.mime_type
             )
             blocks.append({"type": "image_url", "image_url": {"url": url}})
-        return HumanMessage(content=blocks)
-
-    async def _ask(self, model: Any, messages: list[BaseMessage]) -> str:
-        """One model call; failures become the conversation agent's translated errors."""
-        runtime = self.entry.runtime_data
-        try:
-            answer = await model.ainvoke(messages)
-        except Exception as err:  # noqa: BLE001  every failure becomes a typed ModelError
-            error = to_model_error(err, runtime.access)
-            _LOGGER.warning(
-                "%s could not answer (%s): %s", self.entity_id, error.kind, error.detail
-            )
-            if error.kind == ModelErrorKind.AUTH:
-                self.entry.async_start_reauth(self.hass)
-            raise HomeAssistantError(
-                translation_domain=DOMAIN, translation_key=f"turn_{error.kind}"
-            ) from None
-        return str(answer.text)
+        return blocks
 
     def _record(self, chat_log: conversation.ChatLog, text: str) -> None:
         """The answer goes into the chat log, where the debug view shows it."""

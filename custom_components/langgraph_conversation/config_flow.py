@@ -200,6 +200,8 @@ DEFAULT_AI_TASK_OPTIONS: dict[str, Any] = {
     CONF_TEMPERATURE: DEFAULT_AI_TASK_TEMPERATURE,
     CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
     CONF_REQUEST_TIMEOUT: DEFAULT_REQUEST_TIMEOUT,
+    CONF_MODEL_RETRIES: DEFAULT_MODEL_RETRIES,
+    CONF_ACTIVITY_CONTENTS: False,
 }
 
 
@@ -627,6 +629,14 @@ def _ai_task_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
                     min=5, max=600, step=1, unit_of_measurement="s", mode=NumberSelectorMode.BOX
                 )
             ),
+            # A task takes the agents' model path: the same retries and fallback model.
+            # No form defaults: a task saved before these options existed keeps none, and
+            # ai_task.py reads the defaults (DEFAULT_AI_TASK_OPTIONS suggests them).
+            vol.Optional(CONF_MODEL_RETRIES): NumberSelector(
+                NumberSelectorConfig(min=0, max=5, step=1, mode=NumberSelectorMode.BOX)
+            ),
+            vol.Optional(CONF_FALLBACK_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
+            vol.Optional(CONF_ACTIVITY_CONTENTS): BooleanSelector(),
         }
     )
     return vol.Schema(fields)
@@ -642,9 +652,13 @@ class AITaskSubentryFlow(_OptionsSubentryFlow):
 
     def _options(self, user_input: dict[str, Any]) -> dict[str, Any]:
         options = {k: v for k, v in user_input.items() if k != "name"}
-        for key in (CONF_MAX_TOKENS, CONF_REQUEST_TIMEOUT):
+        for key in (CONF_MAX_TOKENS, CONF_REQUEST_TIMEOUT, CONF_MODEL_RETRIES):
             if key in options:
                 options[key] = int(options[key])
+        if role := _role_options(options.get(CONF_FALLBACK_MODEL)):
+            options[CONF_FALLBACK_MODEL] = role
+        else:
+            options.pop(CONF_FALLBACK_MODEL, None)
         return options
 
 

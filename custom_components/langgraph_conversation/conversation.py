@@ -32,7 +32,7 @@ from .agent.events import (
 from .agent.graph import AgentKind
 from .agent.knowledge import KnowledgeSource
 from .agent.memory import MemoryScope
-from .agent.model import ModelAccess, ModelErrorKind
+from .agent.model import ModelAccess
 from .agent.prompts import speaker_layer
 from .agent.roles import RoleAccesses, role_access
 from .agent.runtime import Turn, TurnError
@@ -426,12 +426,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             ):
                 pass
         except TurnError as err:
-            _LOGGER.warning("%s could not answer (%s): %s", self.entity_id, err.kind, err.detail)
-            if err.kind == ModelErrorKind.AUTH:
-                self.entry.async_start_reauth(self.hass)
-            raise HomeAssistantError(
-                translation_domain=DOMAIN, translation_key=f"turn_{err.kind}"
-            ) from None
+            raise self._model_failure(err) from None
         finally:
             # Whatever this turn's tools started and still calls now is refused.
             effects.close()

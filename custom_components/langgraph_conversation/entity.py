@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+import logging
 from typing import Any
 
 from homeassistant.config_entries import ConfigEntry, ConfigSubentry
+from homeassistant.core import HomeAssistant
+from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers.entity import Entity
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from .agent.model import ModelSettings
+from .agent.model import ModelErrorKind, ModelSettings
+from .agent.runtime import TurnError
 from .const import (
     CONF_CONTEXT_WINDOW,
     CONF_KEEP_ALIVE,
@@ -28,6 +32,8 @@ from .const import (
     THINK_OFF,
     THINK_ON,
 )
+
+_LOGGER = logging.getLogger(__name__)
 
 # The thinking option as Ollama's `think` field (None: not sent, the model decides).
 _THINK = {THINK_ON: True, THINK_OFF: False}
@@ -52,6 +58,9 @@ class SubentryEntity:
     _attr_name = None
     # Default temperature of this kind of entity when the subentry sets none.
     default_temperature: float
+    # Set by Home Assistant's Entity, which every subclass also is.
+    hass: HomeAssistant
+    entity_id: str
 
     def __init__(self, entry: ConfigEntry, subentry: ConfigSubentry) -> None:
         """Bind the entity to its subentry."""
@@ -79,3 +88,13 @@ class SubentryEntity:
             keep_alive=int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
             think=_THINK.get(options.get(CONF_THINK, DEFAULT_THINK)),
         )
+
+    def _model_failure(self, err: TurnError) -> HomeAssistantError:
+        """A failed turn or task as the sentence the user reads, logged once.
+
+        A refused key also starts re-authentication, so the user can give a new one.
+        """
+        _LOGGER.warning("%s could not answer (%s): %s", self.entity_id, err.kind, err.detail)
+        if err.kind == ModelErrorKind.AUTH:
+            self.entry.async_start_reauth(self.hass)
+        return HomeAssistantError(translation_domain=DOMAIN, translation_key=f"turn_{err.kind}")

@@ -42,6 +42,9 @@ class StreamFault(Enum):
     DISCONNECT = "disconnect"
     # One chunk after the text is not valid JSON; the stream then ends normally.
     INVALID_JSON = "invalid_json"
+    # The connection is reset before the status line: not one byte of an answer (a
+    # server restarting, a proxy dropping the request).
+    RESET = "reset"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,6 +188,10 @@ class ScriptedReplies:
     def add_broken_stream(self, text_before: str = "Partial ans", **options: Any) -> None:
         """Queue an answer whose connection drops after `text_before`."""
         self.add(Reply(text=text_before, fault=StreamFault.DISCONNECT, **options))
+
+    def add_reset(self) -> None:
+        """Queue a request whose connection is reset before any byte of the answer."""
+        self.add(Reply(fault=StreamFault.RESET))
 
     def add_invalid_json_chunk(self, text_before: str = "", **options: Any) -> None:
         """Queue an answer with one chunk that is not JSON, after `text_before`."""

@@ -266,6 +266,12 @@ class FakeModelServer(ScriptedReplies, ABC):
 
         if isinstance(reply, ErrorReply):
             return self._finished(self._error_response(reply), arrived)
+        if reply.fault is StreamFault.RESET:
+            # Aborted, not closed: the client's read fails with a reset connection. The
+            # response returned is never written (aiohttp sees the transport gone).
+            assert request.transport is not None
+            request.transport.abort()
+            return self._finished(web.Response(status=204), arrived)
         if self._wants_stream(body):
             frames = self._stream_frames(body, reply)
             return await self._write(request, frames, self.STREAM_CONTENT_TYPE, reply, arrived)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.langgraph_conversation.agent import graph
+from custom_components.langgraph_conversation.agent import model_call
 from custom_components.langgraph_conversation.const import (
     CONF_HISTORY_BUDGET,
     CONF_MAX_TOOL_ROUNDS,
@@ -321,13 +321,13 @@ async def test_retryable_fault_passes_on_retry(
     # The network comes back while the runtime waits to retry (HTTP faults pass anyway:
     # each was queued once).
     heal = _OnRetry(lambda: hass.async_create_background_task(_heal(bench), "heal"))
-    graph_logger = logging.getLogger(graph.__name__)
-    graph_logger.addHandler(heal)
+    retry_logger = logging.getLogger(model_call.__name__)
+    retry_logger.addHandler(heal)
     try:
         openai_server.add_text("Worked the second time.")
         result = await ask(hass, setup_integration, "Hello")
     finally:
-        graph_logger.removeHandler(heal)
+        retry_logger.removeHandler(heal)
     assert _retries_logged(caplog) == 1
     assert speech(result) == "Worked the second time."
 

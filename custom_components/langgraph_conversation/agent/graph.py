@@ -12,11 +12,8 @@ history.py), never inside a graph: a summary must not delay the first word.
 
 from __future__ import annotations
 
-import asyncio
-from contextlib import aclosing
 from enum import StrEnum
 import logging
-import time
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -27,29 +24,22 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from .answer import ANSWER_TOO_SLOW, YIELD_INTERVAL, AnswerBuilder, AnswerLimitExceeded
+from .answer import AnswerBuilder
 from .confirmation import pause_value
 from .events import (
     MessageStarted,
     ModelCallFinished,
     PromptTruncated,
-    TextDelta,
     TextFlagged,
     ToolCallFinished,
     ToolCallsRequested,
 )
 from .history import summary_findings, summary_section
 from .knowledge import Passage, knowledge_block, passage_flags
-from .model import (
-    answer_stream,
-    classify_error,
-    is_retryable,
-    provider_of,
-    redacted_error,
-    retry_delay,
-)
+from .model import provider_of
+from .model_call import stream_with_fallback
 from .prompts import KNOWLEDGE_ID, SUMMARY_ID, is_note
-from .roles import ModelRole, RoleModel, falls_back
+from .roles import ModelRole, RoleModel
 from .safety import SafetyRating, rate_unattended_request
 from .state import AgentState, TurnContext
 from .text import clean_text
@@ -91,75 +81,6 @@ REWRITE_INSTRUCTIONS = (
 # How many recent messages the rewrite reads, and the longest query kept.
 _REWRITE_CONTEXT_MESSAGES = 6
 _MAX_QUERY_CHARS = 300
-
-
-async def _stream_with_fallback(
-    context: TurnContext, prompt: list[Any], write: Any
-) -> tuple[AnswerBuilder, RoleModel | None]:
-    """Stream the answer: the main model with its retries, then the fallback.
-
-    Only failures before the first word are tried again, on the main model if they may
-    pass (rate limit, 5xx, dropped connection), else on the fallback if one is set (also
-    after a timeout). Once words were spoken, a retry would repeat them: never. An answer
-    past its bounds (answer.py: too long, or still streaming at its deadline) ends the
-    turn: another attempt would most likely do the same.
-    """
-    models = context.answering_models
-    for index, (role_model, model) in enumerate(models):
-        retries = context.model_retries if index == 0 else 0
-        for attempt in range(retries + 1):
-            answer = AnswerBuilder()
-            streamed = False
-            deadline = asyncio.timeout(context.answer_deadline)
-            try:
-                async with deadline, aclosing(answer_stream(model, prompt)) as chunks:
-                    paused = time.perf_counter()
-                    async for chunk in chunks:
-                        if text := answer.add(chunk):
-                            write(TextDelta(text))
-                            if not streamed:
-                                # Chunks already buffered would otherwise all be read
-                                # before the consumer runs once: let the first words
-                                # reach the ChatLog (and TTS) now.
-                                await asyncio.sleep(0)
-                                paused = time.perf_counter()
-                            streamed = True
-                        if time.perf_counter() - paused > YIELD_INTERVAL:
-                            # A long burst of buffered chunks is read without waiting
-                            # for the network: give the loop a turn now and then.
-                            await asyncio.sleep(0)
-                            paused = time.perf_counter()
-            except AnswerLimitExceeded:
-                raise
-            except Exception as err:  # noqa: BLE001  retried, passed on, or raised redacted
-                if deadline.expired():
-                    raise AnswerLimitExceeded(
-                        ANSWER_TOO_SLOW,
-                        f"the answer was still streaming after {context.answer_deadline:g} s",
-                    ) from None
-                # Only a redacted copy leaves the node: LangGraph would store the original
-                # (whose text may echo an API key) in threads.db.
-                if streamed:
-                    raise redacted_error(err) from None
-                if attempt < retries and is_retryable(err):
-                    delay = retry_delay(err, attempt)
-                    _LOGGER.info(
-                        "Model call failed (%s), retrying in %.1f s", classify_error(err), delay
-                    )
-                    await asyncio.sleep(delay)
-                    continue
-                if index == len(models) - 1 or not falls_back(err):
-                    raise redacted_error(err) from None
-                next_model = models[index + 1][0]
-                _LOGGER.warning(
-                    "The main model failed (%s); the fallback model %s answers",
-                    classify_error(err),
-                    next_model.name if next_model else "",
-                )
-                break
-            else:
-                return answer, role_model
-    raise AssertionError("unreachable: the last model's failure is raised")
 
 
 def _model_call_finished(
@@ -207,7 +128,13 @@ async def _stream_answer(
         if trimmed is not None:
             write(trimmed)
     write(MessageStarted())
-    answer, answered_by = await _stream_with_fallback(context, prompt, write)
+    answer, answered_by = await stream_with_fallback(
+        context.answering_models,
+        prompt,
+        write,
+        retries=context.model_retries,
+        deadline=context.answer_deadline,
+    )
     write(_model_call_finished(answered_by, answer, context))
     if context.window is not None and (answered_by is None or answered_by.role == ModelRole.MAIN):
         _check_truncation(context.window, prompt, answer, write)
