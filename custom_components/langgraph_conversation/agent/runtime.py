@@ -291,6 +291,7 @@ class AgentRuntime:
         paused = False
         # The thread's state at the end of the turn (set by _run_graph).
         outcome: dict[str, Any] = {}
+        # Whose memories the turn reads and writes: the requester's and the household's.
         memory = MemoryScope.for_user(turn.requester.user_id) if agent.memory else None
         try:
             # Closed explicitly when our consumer stops early, so the thread's lock and
