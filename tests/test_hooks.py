@@ -19,6 +19,7 @@ from custom_components.langgraph_conversation.agent.hooks import (
 )
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
 from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn, TurnError
+from custom_components.langgraph_conversation.agent.turn import AgentSettings
 
 from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 
@@ -106,21 +107,22 @@ LOOKUP = StructuredTool(
 )
 
 
+AGENT = AgentSettings(settings=ModelSettings(), max_tool_rounds=3)
+
+
 def _turn(text: str, *hooks: TurnHooks, tools: list[Any] | None = None) -> Turn:
     return Turn(
-        thread_id="t",
-        text=text,
-        system_prompt="You are a test.",
-        settings=ModelSettings(),
-        tools=tools or [],
-        max_tool_rounds=3,
-        hooks=hooks,
+        thread_id="t", text=text, system_prompt="You are a test.", tools=tools or [], hooks=hooks
     )
 
 
 async def _run(runtime: AgentRuntime, turn: Turn) -> str:
     return "".join(
-        [event.text async for event in runtime.run_turn(turn) if isinstance(event, TextDelta)]
+        [
+            event.text
+            async for event in runtime.run_turn(AGENT, turn)
+            if isinstance(event, TextDelta)
+        ]
     )
 
 
@@ -241,7 +243,7 @@ async def test_turn_end_fires_when_the_consumer_stops(server: FakeOpenAIServer) 
     runtime = _runtime(server)
     recorder = Recorder()
     server.add_text("A long answer that nobody reads to the end.", chunk_size=2)
-    events = runtime.run_turn(_turn("hello", recorder))
+    events = runtime.run_turn(AGENT, _turn("hello", recorder))
     while not isinstance(await anext(events), TextDelta):
         pass
     await events.aclose()

@@ -13,7 +13,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 from custom_components.langgraph_conversation.agent import pdf_text
 from custom_components.langgraph_conversation.agent.knowledge import KnowledgeIndex
 from custom_components.langgraph_conversation.const import CONF_AGENT_KIND, DOMAIN
-from custom_components.langgraph_conversation.conversation import knowledge_source
+from custom_components.langgraph_conversation.profile import knowledge_source
 from homeassistant import block_async_io
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant

@@ -13,23 +13,19 @@ from custom_components.langgraph_conversation.agent.events import MessageStarted
 from custom_components.langgraph_conversation.agent.graph import build_graphs
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
 from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn, TurnError
+from custom_components.langgraph_conversation.agent.turn import AgentSettings
 
 from .fakes import FakeOpenAIServer, Reply, ToolCall
 
+AGENT = AgentSettings(settings=ModelSettings(), max_tool_rounds=2)
+
 
 def _turn(thread_id: str, text: str) -> Turn:
-    return Turn(
-        thread_id=thread_id,
-        text=text,
-        system_prompt="You are a test.",
-        settings=ModelSettings(),
-        tools=[],
-        max_tool_rounds=2,
-    )
+    return Turn(thread_id=thread_id, text=text, system_prompt="You are a test.", tools=[])
 
 
 async def _run(runtime: AgentRuntime, turn: Turn) -> list:
-    return [event async for event in runtime.run_turn(turn)]
+    return [event async for event in runtime.run_turn(AGENT, turn)]
 
 
 async def test_events_and_thread_bound(socket_enabled: None) -> None:
@@ -82,7 +78,7 @@ async def test_tool_rounds_stop_at_the_limit(socket_enabled: None) -> None:
             ModelAccess("openai/gpt-test", "key", server.api_base), InMemorySaver()
         )
         server.default_reply = Reply(tool_calls=(ToolCall("clock", {}),))
-        turn = replace(_turn("t", "what time is it?"), tools=[tool], max_tool_rounds=2)
+        turn = replace(_turn("t", "what time is it?"), tools=[tool])
         with pytest.raises(TurnError) as caught:
             await _run(runtime, turn)
         assert caught.value.kind == "tool_rounds"

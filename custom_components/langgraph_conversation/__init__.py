@@ -24,8 +24,8 @@ from .const import (
     DOMAIN,
     MAX_THREADS_IN_MEMORY,
 )
-from .conversation import agent_roles
 from .persistence import async_acquire_storage, async_release_storage, report_threads_failure
+from .profile import agent_roles
 from .services import async_register_services
 from .storage.links import SqliteLinkStore
 from .storage.ratings import SqliteRatingStore

@@ -15,12 +15,12 @@ from typing import Any
 import voluptuous as vol
 
 from homeassistant.components import ai_task, conversation
-from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
+from . import LangGraphConfigEntry
 from .activity import ActivityReporter
 from .agent.one_shot import InvalidAnswer, TaskRequest, model_capabilities, run_task
 from .agent.runtime import TurnError
@@ -32,8 +32,8 @@ from .const import (
     DOMAIN,
     SUBENTRY_AI_TASK,
 )
-from .conversation import agent_roles
 from .entity import SubentryEntity, add_subentry_entities
+from .profile import agent_roles
 from .tools.schema import sanitize_schema, schema_to_json
 
 try:  # Home Assistant >= 2026.9 describes structures with probatio
@@ -51,7 +51,7 @@ PARALLEL_UPDATES = 0
 
 async def async_setup_entry(
     hass: HomeAssistant,
-    entry: ConfigEntry,
+    entry: LangGraphConfigEntry,
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
     """One AI Task entity per ai_task_data subentry."""

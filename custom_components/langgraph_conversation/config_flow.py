@@ -89,22 +89,12 @@ from .const import (
     CONF_THINK,
     CONF_THREAD_IDLE_DAYS,
     CONF_TOOL_CATEGORIES,
-    DEFAULT_AGENT_KIND,
     DEFAULT_AI_TASK_NAME,
     DEFAULT_AI_TASK_TEMPERATURE,
-    DEFAULT_CONTEXT_WINDOW,
-    DEFAULT_CONTINUE_MINUTES,
-    DEFAULT_CONTINUE_TEXT,
     DEFAULT_CONVERSATION_NAME,
-    DEFAULT_HISTORY_BUDGET,
-    DEFAULT_KEEP_ALIVE,
     DEFAULT_MAX_TOKENS,
-    DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_MODEL_RETRIES,
     DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_TEMPERATURE,
-    DEFAULT_THINK,
-    DEFAULT_TOOL_CATEGORIES,
     DOMAIN,
     MAX_CHECKPOINTS_KEPT,
     MAX_CONTEXT_WINDOW,
@@ -119,6 +109,7 @@ from .const import (
     THREAD_IDLE_DAYS,
     VALIDATION_TIMEOUT,
 )
+from .profile import AGENT_DEFAULTS, NEW_AGENT_OPTIONS
 from .tools import TOOLS
 
 _LOGGER = logging.getLogger(__name__)
@@ -176,25 +167,8 @@ def _access_schema(models: list[str]) -> vol.Schema:
 
 ACCESS_SCHEMA = _access_schema([])
 
-DEFAULT_AGENT_OPTIONS: dict[str, Any] = {
-    CONF_AGENT_KIND: DEFAULT_AGENT_KIND,
-    CONF_SEARCH_KNOWLEDGE: False,
-    CONF_LLM_HASS_API: [llm.LLM_API_ASSIST],
-    CONF_TOOL_CATEGORIES: DEFAULT_TOOL_CATEGORIES,
-    CONF_COMPACT_CONTEXT: False,
-    CONF_MEMORY: True,
-    CONF_LEARN_MEMORIES: False,
-    CONF_HISTORY_BUDGET: DEFAULT_HISTORY_BUDGET,
-    CONF_CONTINUE_MINUTES: DEFAULT_CONTINUE_MINUTES,
-    CONF_CONTINUE_TEXT: DEFAULT_CONTINUE_TEXT,
-    CONF_MODEL_RETRIES: DEFAULT_MODEL_RETRIES,
-    CONF_ACTIVITY_CONTENTS: False,
-    CONF_PROMPT: llm.DEFAULT_INSTRUCTIONS_PROMPT,
-    CONF_TEMPERATURE: DEFAULT_TEMPERATURE,
-    CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
-    CONF_MAX_TOOL_ROUNDS: DEFAULT_MAX_TOOL_ROUNDS,
-    CONF_REQUEST_TIMEOUT: DEFAULT_REQUEST_TIMEOUT,
-}
+# A new agent's options (profile.py holds every agent option's default).
+DEFAULT_AGENT_OPTIONS: dict[str, Any] = dict(NEW_AGENT_OPTIONS)
 
 DEFAULT_AI_TASK_OPTIONS: dict[str, Any] = {
     CONF_TEMPERATURE: DEFAULT_AI_TASK_TEMPERATURE,
@@ -402,11 +376,16 @@ def _role_options(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return cleaned if CONF_MODEL in cleaned else None
 
 
+def _agent_option(key: str) -> vol.Optional:
+    """An agent form field whose default is the option's default (profile.py)."""
+    return vol.Optional(key, default=AGENT_DEFAULTS[key])
+
+
 def _ollama_fields() -> dict[Any, Any]:
     """The options of Ollama's native API (`ollama_chat/` models), as Home Assistant's
     own Ollama agent has them; other providers never receive them."""
     return {
-        vol.Optional(CONF_CONTEXT_WINDOW, default=DEFAULT_CONTEXT_WINDOW): NumberSelector(
+        _agent_option(CONF_CONTEXT_WINDOW): NumberSelector(
             NumberSelectorConfig(
                 min=MIN_CONTEXT_WINDOW,
                 max=MAX_CONTEXT_WINDOW,
@@ -414,7 +393,7 @@ def _ollama_fields() -> dict[Any, Any]:
                 mode=NumberSelectorMode.BOX,
             )
         ),
-        vol.Optional(CONF_KEEP_ALIVE, default=DEFAULT_KEEP_ALIVE): NumberSelector(
+        _agent_option(CONF_KEEP_ALIVE): NumberSelector(
             NumberSelectorConfig(
                 min=-1,
                 max=MAX_KEEP_ALIVE,
@@ -423,7 +402,7 @@ def _ollama_fields() -> dict[Any, Any]:
                 mode=NumberSelectorMode.BOX,
             )
         ),
-        vol.Optional(CONF_THINK, default=DEFAULT_THINK): SelectSelector(
+        _agent_option(CONF_THINK): SelectSelector(
             SelectSelectorConfig(
                 options=[THINK_DEFAULT, THINK_ON, THINK_OFF],
                 mode=SelectSelectorMode.DROPDOWN,
@@ -463,7 +442,7 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
             vol.Optional(CONF_PROMPT): TemplateSelector(),
             # One form for every kind (a form cannot change with a choice made in it):
             # the chatbot and rag kinds ignore the tool options, the descriptions say so.
-            vol.Optional(CONF_AGENT_KIND, default=DEFAULT_AGENT_KIND): SelectSelector(
+            _agent_option(CONF_AGENT_KIND): SelectSelector(
                 SelectSelectorConfig(
                     options=[kind.value for kind in AgentKind],
                     mode=SelectSelectorMode.LIST,
@@ -471,7 +450,7 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
                 )
             ),
             vol.Optional(CONF_BASE_PROMPT): TextSelector(TextSelectorConfig(multiline=True)),
-            vol.Optional(CONF_SEARCH_KNOWLEDGE, default=False): BooleanSelector(),
+            _agent_option(CONF_SEARCH_KNOWLEDGE): BooleanSelector(),
             vol.Optional(CONF_LLM_HASS_API): SelectSelector(
                 SelectSelectorConfig(options=apis, multiple=True)
             ),
@@ -487,36 +466,36 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
             vol.Optional(CONF_CONFIRM_ENTITIES): EntitySelector(
                 EntitySelectorConfig(multiple=True)
             ),
-            vol.Optional(CONF_SAFETY_CHECK, default=False): BooleanSelector(),
-            vol.Optional(CONF_COMPACT_CONTEXT, default=False): BooleanSelector(),
-            vol.Optional(CONF_MEMORY, default=True): BooleanSelector(),
-            vol.Optional(CONF_LEARN_MEMORIES, default=False): BooleanSelector(),
-            vol.Optional(CONF_CONTINUE_MINUTES, default=DEFAULT_CONTINUE_MINUTES): NumberSelector(
+            _agent_option(CONF_SAFETY_CHECK): BooleanSelector(),
+            _agent_option(CONF_COMPACT_CONTEXT): BooleanSelector(),
+            _agent_option(CONF_MEMORY): BooleanSelector(),
+            _agent_option(CONF_LEARN_MEMORIES): BooleanSelector(),
+            _agent_option(CONF_CONTINUE_MINUTES): NumberSelector(
                 NumberSelectorConfig(
                     min=0, max=120, step=1, unit_of_measurement="min", mode=NumberSelectorMode.BOX
                 )
             ),
-            vol.Optional(CONF_CONTINUE_TEXT, default=DEFAULT_CONTINUE_TEXT): BooleanSelector(),
-            vol.Optional(CONF_HISTORY_BUDGET, default=DEFAULT_HISTORY_BUDGET): NumberSelector(
+            _agent_option(CONF_CONTINUE_TEXT): BooleanSelector(),
+            _agent_option(CONF_HISTORY_BUDGET): NumberSelector(
                 NumberSelectorConfig(min=0, max=200000, step=100, mode=NumberSelectorMode.BOX)
             ),
-            vol.Optional(CONF_TEMPERATURE, default=DEFAULT_TEMPERATURE): NumberSelector(
+            _agent_option(CONF_TEMPERATURE): NumberSelector(
                 NumberSelectorConfig(min=0, max=2, step=0.05, mode=NumberSelectorMode.SLIDER)
             ),
-            vol.Optional(CONF_MAX_TOKENS, default=DEFAULT_MAX_TOKENS): NumberSelector(
+            _agent_option(CONF_MAX_TOKENS): NumberSelector(
                 NumberSelectorConfig(min=16, max=65536, step=1, mode=NumberSelectorMode.BOX)
             ),
-            vol.Optional(CONF_MAX_TOOL_ROUNDS, default=DEFAULT_MAX_TOOL_ROUNDS): NumberSelector(
+            _agent_option(CONF_MAX_TOOL_ROUNDS): NumberSelector(
                 NumberSelectorConfig(min=1, max=30, step=1, mode=NumberSelectorMode.BOX)
             ),
-            vol.Optional(CONF_MODEL_RETRIES, default=DEFAULT_MODEL_RETRIES): NumberSelector(
+            _agent_option(CONF_MODEL_RETRIES): NumberSelector(
                 NumberSelectorConfig(min=0, max=5, step=1, mode=NumberSelectorMode.BOX)
             ),
             **(_ollama_fields() if native_ollama else {}),
             vol.Optional(CONF_FAST_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
             vol.Optional(CONF_FALLBACK_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
-            vol.Optional(CONF_ACTIVITY_CONTENTS, default=False): BooleanSelector(),
-            vol.Optional(CONF_REQUEST_TIMEOUT, default=DEFAULT_REQUEST_TIMEOUT): NumberSelector(
+            _agent_option(CONF_ACTIVITY_CONTENTS): BooleanSelector(),
+            _agent_option(CONF_REQUEST_TIMEOUT): NumberSelector(
                 NumberSelectorConfig(
                     min=5, max=600, step=1, unit_of_measurement="s", mode=NumberSelectorMode.BOX
                 )

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 import logging
-from pathlib import Path
 import re
 from typing import Any, Literal
 
 from homeassistant.components import conversation
-from homeassistant.config_entries import ConfigEntry, ConfigSubentry
+from homeassistant.config_entries import ConfigSubentry
 from homeassistant.const import MATCH_ALL
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import area_registry as ar, device_registry as dr, llm
+from homeassistant.helpers.entity import Entity
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.translation import async_get_exception_message
-from homeassistant.util import dt as dt_util, slugify
+from homeassistant.util import dt as dt_util
 
+from . import LangGraphConfigEntry
 from .activity import ActivityReporter
 from .agent.confirmation import Requester
 from .agent.events import (
@@ -29,51 +30,17 @@ from .agent.events import (
     ToolCallFinished,
     ToolCallsRequested,
 )
-from .agent.graph import AgentKind
-from .agent.knowledge import KnowledgeSource
-from .agent.memory import MemoryScope
-from .agent.model import ModelAccess
 from .agent.prompts import speaker_layer
-from .agent.roles import RoleAccesses, role_access
-from .agent.runtime import Turn, TurnError
+from .agent.runtime import TurnError
 from .agent.text import clean_text
-from .const import (
-    CONF_ACTIVITY_CONTENTS,
-    CONF_AGENT_KIND,
-    CONF_API_BASE,
-    CONF_API_KEY,
-    CONF_BASE_PROMPT,
-    CONF_COMPACT_CONTEXT,
-    CONF_CONFIRM_ENTITIES,
-    CONF_FALLBACK_MODEL,
-    CONF_FAST_MODEL,
-    CONF_HISTORY_BUDGET,
-    CONF_LEARN_MEMORIES,
-    CONF_LLM_HASS_API,
-    CONF_MAX_TOOL_ROUNDS,
-    CONF_MEMORY,
-    CONF_MODEL,
-    CONF_MODEL_RETRIES,
-    CONF_PROMPT,
-    CONF_SAFETY_CHECK,
-    CONF_SEARCH_KNOWLEDGE,
-    CONF_TOOL_CATEGORIES,
-    DEFAULT_AGENT_KIND,
-    DEFAULT_HISTORY_BUDGET,
-    DEFAULT_MAX_TOOL_ROUNDS,
-    DEFAULT_MODEL_RETRIES,
-    DEFAULT_TEMPERATURE,
-    DOMAIN,
-    KNOWLEDGE_DIR,
-    MAX_REQUEST_CHARS,
-    MEMORY_RECALL_LIMIT,
-    SUBENTRY_CONVERSATION,
-)
+from .agent.turn import Turn
+from .const import DOMAIN, MAX_REQUEST_CHARS, SUBENTRY_CONVERSATION
 from .entity import SubentryEntity, add_subentry_entities
 from .parties import thread_request
+from .profile import AgentProfile, agent_profile
 from .tools import TOOLS
 from .tools.context import compact_system_prompt, split_clock
-from .tools.effects import EffectGate
+from .tools.effects import EffectGate, EffectScope
 from .tools.fits import exposed_domains, offered_intents
 from .tools.ha_llm_api import tools_from_llm_api
 from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice
@@ -88,13 +55,16 @@ PARALLEL_UPDATES = 0
 
 async def async_setup_entry(
     hass: HomeAssistant,
-    entry: ConfigEntry,
+    entry: LangGraphConfigEntry,
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
-    """One conversation entity per agent subentry."""
-    add_subentry_entities(
-        entry, SUBENTRY_CONVERSATION, LangGraphConversationEntity, async_add_entities
-    )
+    """One conversation entity per agent subentry, with the agent's profile."""
+    access = entry.runtime_data.access
+
+    def entity(entry: LangGraphConfigEntry, subentry: ConfigSubentry) -> Entity:
+        return LangGraphConversationEntity(entry, subentry, agent_profile(hass, subentry, access))
+
+    add_subentry_entities(entry, SUBENTRY_CONVERSATION, entity, async_add_entities)
 
 
 def tool_result_delta(done: ToolCallFinished) -> dict[str, Any]:
@@ -144,34 +114,6 @@ def earlier_content(chat_log: conversation.ChatLog, agent_id: str) -> tuple[tupl
                 pending_request = None
             folded.append(("assistant", clean_text(item.content)))
     return tuple(folded)
-
-
-def agent_roles(main: ModelAccess, options: Mapping[str, Any]) -> RoleAccesses:
-    """The fast and fallback models an agent chose (form sections), under the key rule."""
-
-    def chosen(key: str) -> ModelAccess | None:
-        section = options.get(key) or {}
-        return role_access(
-            main, section.get(CONF_MODEL), section.get(CONF_API_KEY), section.get(CONF_API_BASE)
-        )
-
-    return RoleAccesses(fast=chosen(CONF_FAST_MODEL), fallback=chosen(CONF_FALLBACK_MODEL))
-
-
-def agent_kind(options: Mapping[str, Any]) -> AgentKind:
-    """The agent's kind; options from before kinds existed are assistants."""
-    try:
-        return AgentKind(options.get(CONF_AGENT_KIND, DEFAULT_AGENT_KIND))
-    except ValueError:
-        return AgentKind.ASSISTANT
-
-
-def knowledge_source(hass: HomeAssistant, subentry: ConfigSubentry) -> KnowledgeSource:
-    """The agent's documents: knowledge/<its name as a slug>/ under our config folder."""
-    folder = slugify(subentry.title) or subentry.subentry_id
-    return KnowledgeSource(
-        Path(hass.config.path(DOMAIN, KNOWLEDGE_DIR, folder)), subentry.subentry_id
-    )
 
 
 def speaker(hass: HomeAssistant, device_id: str | None) -> str:
@@ -260,24 +202,22 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
     """A conversation agent backed by a LangGraph graph."""
 
     _attr_supports_streaming = True
-    default_temperature = DEFAULT_TEMPERATURE
 
-    def __init__(self, entry: ConfigEntry, subentry: ConfigSubentry) -> None:
-        """Bind the entity to its agent subentry."""
+    def __init__(
+        self, entry: LangGraphConfigEntry, subentry: ConfigSubentry, profile: AgentProfile
+    ) -> None:
+        """Bind the entity to its agent subentry, read once into `profile`."""
         super().__init__(entry, subentry)
-        self._agent_kind = agent_kind(subentry.data)
-        if self._agent_kind.uses_tools and (
-            subentry.data.get(CONF_LLM_HASS_API) or subentry.data.get(CONF_TOOL_CATEGORIES)
-        ):
+        self.profile = profile
+        if profile.controls_home:
             self._attr_supported_features = conversation.ConversationEntityFeature.CONTROL
 
     async def async_will_remove_from_hass(self) -> None:
         """A deleted agent takes its documents' index along (its folder stays)."""
         await super().async_will_remove_from_hass()
-        if self.subentry.subentry_id not in self.entry.subentries:
-            await self.entry.runtime_data.forget_knowledge(
-                knowledge_source(self.hass, self.subentry)
-            )
+        knowledge = self.profile.agent.knowledge
+        if self.subentry.subentry_id not in self.entry.subentries and knowledge is not None:
+            await self.entry.runtime_data.forget_knowledge(knowledge)
 
     @property
     def supported_languages(self) -> list[str] | Literal["*"]:
@@ -292,14 +232,14 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
     def _system_prompt(self, chat_log: conversation.ChatLog) -> str:
         """Home Assistant's rendered prompt, with the compact home context if chosen."""
         prompt = chat_log.content[0].content
-        if self._agent_kind.uses_tools and self.subentry.data.get(CONF_COMPACT_CONTEXT):
+        if self.profile.compact_context:
             prompt = compact_system_prompt(self.hass, prompt, conversation.DOMAIN)
         return prompt
 
     def _compact_instructions(self, instructions: str) -> Callable[[], str] | None:
         """The instructions with the compact home context, for a request too long for
         the model's window (made only then); None when they are compact already."""
-        if not self._agent_kind.uses_tools or self.subentry.data.get(CONF_COMPACT_CONTEXT):
+        if not self.profile.uses_tools or self.profile.compact_context:
             return None
 
         def compact() -> str:
@@ -313,8 +253,6 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         chat_log: conversation.ChatLog,
     ) -> conversation.ConversationResult:
         """Run one turn of the agent and stream it into the ChatLog."""
-        options = self.subentry.data
-        uses_tools = self._agent_kind.uses_tools
         # The turn's tools act under a Context of their own (the person's user id, so the
         # logbook still says who): the effect gate holds exactly this turn's effects.
         turn_context = Context(user_id=user_input.context.user_id, parent_id=user_input.context.id)
@@ -323,14 +261,12 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             # instructions without an API (so also without the API's entity listing).
             await chat_log.async_provide_llm_data(
                 replace(user_input.as_llm_context(DOMAIN), context=turn_context),
-                options.get(CONF_LLM_HASS_API) if uses_tools else None,
-                options.get(CONF_PROMPT),
+                list(self.profile.llm_hass_apis),
+                self.profile.instructions,
                 user_input.extra_system_prompt,
             )
         except conversation.ConverseError as err:
             return err.as_conversation_result()
-
-        runtime = self.entry.runtime_data
         request, notice = clean_request(user_input.text)
         if not request.strip():
             # Nothing to answer (empty, blank or only control characters): a model would
@@ -338,98 +274,98 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             raise HomeAssistantError(
                 translation_domain=DOMAIN, translation_key="turn_empty_request"
             )
-        now = dt_util.utcnow().timestamp()
-        effects = EffectGate.of(self.hass).open_scope(
-            turn_context, options.get(CONF_CONFIRM_ENTITIES) or ()
-        )
-        # Names reach the model through Home Assistant's prompt and the speaker layer.
-        names = flagged_entity_names(self.hass, conversation.DOMAIN) if uses_tools else []
-        system_prompt, clock = split_clock(self._system_prompt(chat_log))
-        if notice_of_names := names_notice(names):
-            system_prompt = f"{system_prompt}\n\n{notice_of_names}"
-        # The thread of this conversation and this party (agent/threads.py).
-        thread = await runtime.choose_thread(
-            thread_request(self.subentry.subentry_id, user_input, chat_log, options), now
-        )
-        # The agent's own tools may be left out of a request too long for the model's
-        # window; Home Assistant's Assist API tools stay (agent/window.py).
-        own_tools = as_langchain_tools(
-            TOOLS.fitting(
-                options.get(CONF_TOOL_CATEGORIES, []) if uses_tools else [],
-                exposed_domains(self.hass, conversation.DOMAIN),
-                offered_intents(chat_log.llm_api),
-            ),
-            ToolContext(
-                hass=self.hass,
-                context=turn_context,
-                language=user_input.language,
-                device_id=user_input.device_id,
-                assistant=conversation.DOMAIN,
-            ),
-        )
-        turn = Turn(
-            thread_id=thread.thread_id,
-            text=request,
-            system_prompt=system_prompt,
-            settings=self._settings(),
-            tools=[*tools_from_llm_api(self.hass, chat_log.llm_api), *own_tools],
-            optional_tools=frozenset(tool.name for tool in own_tools),
-            compact_instructions=self._compact_instructions(system_prompt),
-            max_tool_rounds=options.get(CONF_MAX_TOOL_ROUNDS, DEFAULT_MAX_TOOL_ROUNDS),
-            # What others said in a conversation id another party used too is theirs.
-            earlier=() if thread.shared else earlier_content(chat_log, self.entity_id),
-            memory=(
-                MemoryScope.for_user(user_input.context.user_id)
-                if options.get(CONF_MEMORY, True)
-                else None
-            ),
-            memory_recall_limit=MEMORY_RECALL_LIMIT,
-            learn_memories=options.get(CONF_LEARN_MEMORIES, False),
-            history_budget=options.get(CONF_HISTORY_BUDGET, DEFAULT_HISTORY_BUDGET) or None,
-            model_retries=options.get(CONF_MODEL_RETRIES, DEFAULT_MODEL_RETRIES),
-            roles=agent_roles(runtime.access, options),
-            hooks=(
-                ActivityReporter(
-                    self.hass,
-                    chat_log,
-                    agent_id=self.entity_id,
-                    context=user_input.context,
-                    device_id=user_input.device_id,
-                    include_contents=options.get(CONF_ACTIVITY_CONTENTS, False),
-                ),
-                WindowIssueReporter(self.hass, self.subentry.subentry_id, self.subentry.title),
-            ),
-            kind=self._agent_kind,
-            base_prompt=options.get(CONF_BASE_PROMPT),
-            voice=bool(user_input.device_id or getattr(user_input, "satellite_id", None)),
-            speaker=speaker(self.hass, user_input.device_id),
-            clock=clock,
-            knowledge=knowledge_source(self.hass, self.subentry),
-            search_knowledge=options.get(CONF_SEARCH_KNOWLEDGE, False),
-            effects=effects,
-            requester=Requester(
-                user_id=user_input.context.user_id,
-                # A satellite without a device in the registry still is someone speaking.
-                device_id=user_input.device_id or getattr(user_input, "satellite_id", None),
-                conversation_id=chat_log.conversation_id,
-            ),
-            now=now,
-            safety_check=options.get(CONF_SAFETY_CHECK, False),
-            flagged=(
-                *flagged_speaker_names(self.hass, user_input.device_id),
-                *(entry for entry, _name in names),
-            ),
-        )
+        effects = EffectGate.of(self.hass).open_scope(turn_context, self.profile.confirm_entities)
         try:
-            async for _content in chat_log.async_add_delta_content_stream(
-                self.entity_id, chat_log_deltas(runtime.run_turn(turn), notice)
-            ):
-                pass
-        except TurnError as err:
-            raise self._model_failure(err) from None
+            turn = await self._turn(user_input, chat_log, turn_context, request, effects)
+            await self._stream(turn, chat_log, notice)
         finally:
             # Whatever this turn's tools started and still calls now is refused.
             effects.close()
         return with_notice(
             conversation.async_get_result_from_chat_log(user_input, chat_log), notice
         )
+
+    async def _turn(
+        self,
+        user_input: conversation.ConversationInput,
+        chat_log: conversation.ChatLog,
+        turn_context: Context,
+        request: str,
+        effects: EffectScope,
+    ) -> Turn:
+        """What this message brings to the agent's turn (the agent is `self.profile`)."""
+        hass = self.hass
+        now = dt_util.utcnow().timestamp()
+        # Names reach the model through Home Assistant's prompt and the speaker layer.
+        names = flagged_entity_names(hass, conversation.DOMAIN) if self.profile.uses_tools else []
+        system_prompt, clock = split_clock(self._system_prompt(chat_log))
+        if notice_of_names := names_notice(names):
+            system_prompt = f"{system_prompt}\n\n{notice_of_names}"
+        # The thread of this conversation and this party (agent/threads.py).
+        thread = await self.entry.runtime_data.choose_thread(
+            thread_request(self.profile, user_input, chat_log), now
+        )
+        # The agent's own tools may be left out of a request too long for the model's
+        # window; Home Assistant's Assist API tools stay (agent/window.py).
+        own_tools = as_langchain_tools(
+            TOOLS.fitting(
+                self.profile.tool_categories,
+                exposed_domains(hass, conversation.DOMAIN),
+                offered_intents(chat_log.llm_api),
+            ),
+            ToolContext(
+                hass=hass,
+                context=turn_context,
+                language=user_input.language,
+                device_id=user_input.device_id,
+                assistant=conversation.DOMAIN,
+            ),
+        )
+        # A satellite without a device in the registry still is someone speaking.
+        satellite = user_input.device_id or getattr(user_input, "satellite_id", None)
+        return Turn(
+            thread_id=thread.thread_id,
+            text=request,
+            system_prompt=system_prompt,
+            tools=[*tools_from_llm_api(hass, chat_log.llm_api), *own_tools],
+            optional_tools=frozenset(tool.name for tool in own_tools),
+            compact_instructions=self._compact_instructions(system_prompt),
+            # What others said in a conversation id another party used too is theirs.
+            earlier=() if thread.shared else earlier_content(chat_log, self.entity_id),
+            hooks=(
+                ActivityReporter(
+                    hass,
+                    chat_log,
+                    agent_id=self.entity_id,
+                    context=user_input.context,
+                    device_id=user_input.device_id,
+                    include_contents=self.profile.activity_contents,
+                ),
+                WindowIssueReporter(hass, self.profile.agent_id, self.profile.name),
+            ),
+            voice=bool(satellite),
+            speaker=speaker(hass, user_input.device_id),
+            clock=clock,
+            effects=effects,
+            requester=Requester(
+                user_id=user_input.context.user_id,
+                device_id=satellite,
+                conversation_id=chat_log.conversation_id,
+            ),
+            now=now,
+            flagged=(
+                *flagged_speaker_names(hass, user_input.device_id),
+                *(entry for entry, _name in names),
+            ),
+        )
+
+    async def _stream(self, turn: Turn, chat_log: conversation.ChatLog, notice: str | None) -> None:
+        """Run the turn into the ChatLog; a failed turn becomes a translated error."""
+        runtime = self.entry.runtime_data
+        try:
+            async for _content in chat_log.async_add_delta_content_stream(
+                self.entity_id, chat_log_deltas(runtime.run_turn(self.profile.agent, turn), notice)
+            ):
+                pass
+        except TurnError as err:
+            raise self._model_failure(err) from None

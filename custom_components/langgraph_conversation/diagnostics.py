@@ -11,9 +11,9 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from homeassistant.components.diagnostics import async_redact_data
-from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 
+from . import LangGraphConfigEntry
 from .agent.redaction import redact_data
 from .const import CONF_API_KEY, CONF_BASE_PROMPT, CONF_EMBEDDING_API_KEY, CONF_PROMPT
 from .persistence import DATA_STORAGE
@@ -32,14 +32,14 @@ def _package_version(name: str) -> str | None:
 
 
 async def async_get_config_entry_diagnostics(
-    hass: HomeAssistant, entry: ConfigEntry
+    hass: HomeAssistant, entry: LangGraphConfigEntry
 ) -> dict[str, Any]:
     """What a bug report needs: settings (no keys, no prompts' text) and versions."""
     # Every string, at any depth: base URLs may carry a password or a key.
     return redact_data(await _diagnostics(hass, entry))
 
 
-async def _diagnostics(hass: HomeAssistant, entry: ConfigEntry) -> dict[str, Any]:
+async def _diagnostics(hass: HomeAssistant, entry: LangGraphConfigEntry) -> dict[str, Any]:
     versions = await hass.async_add_executor_job(
         lambda: {name: _package_version(name) for name in _PACKAGES}
     )

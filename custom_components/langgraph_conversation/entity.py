@@ -4,45 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import logging
-from typing import Any
 
-from homeassistant.config_entries import ConfigEntry, ConfigSubentry
+from homeassistant.config_entries import ConfigSubentry
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers.entity import Entity
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
+from . import LangGraphConfigEntry
 from .agent.model import ModelErrorKind, ModelSettings
 from .agent.runtime import TurnError
-from .const import (
-    CONF_CONTEXT_WINDOW,
-    CONF_KEEP_ALIVE,
-    CONF_MAX_TOKENS,
-    CONF_MODEL,
-    CONF_REQUEST_TIMEOUT,
-    CONF_TEMPERATURE,
-    CONF_THINK,
-    DEFAULT_CONTEXT_WINDOW,
-    DEFAULT_KEEP_ALIVE,
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_THINK,
-    DOMAIN,
-    THINK_OFF,
-    THINK_ON,
-)
+from .const import CONF_MODEL, DOMAIN
+from .profile import model_settings
 
 _LOGGER = logging.getLogger(__name__)
 
-# The thinking option as Ollama's `think` field (None: not sent, the model decides).
-_THINK = {THINK_ON: True, THINK_OFF: False}
-
 
 def add_subentry_entities(
-    entry: ConfigEntry,
+    entry: LangGraphConfigEntry,
     subentry_type: str,
-    factory: Callable[[ConfigEntry, ConfigSubentry], Entity],
+    factory: Callable[[LangGraphConfigEntry, ConfigSubentry], Entity],
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
     """One entity per subentry of `subentry_type`, attached to that subentry."""
@@ -62,7 +44,7 @@ class SubentryEntity:
     hass: HomeAssistant
     entity_id: str
 
-    def __init__(self, entry: ConfigEntry, subentry: ConfigSubentry) -> None:
+    def __init__(self, entry: LangGraphConfigEntry, subentry: ConfigSubentry) -> None:
         """Bind the entity to its subentry."""
         self.entry = entry
         self.subentry = subentry
@@ -77,17 +59,7 @@ class SubentryEntity:
 
     def _settings(self) -> ModelSettings:
         """The model settings the subentry chose."""
-        options: Any = self.subentry.data
-        return ModelSettings(
-            temperature=options.get(CONF_TEMPERATURE, self.default_temperature),
-            max_tokens=options.get(CONF_MAX_TOKENS, DEFAULT_MAX_TOKENS),
-            request_timeout=options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT),
-            # Used by Ollama's native API only (agent/model.py `ollama_options`); agents
-            # saved before these options existed get the defaults.
-            context_window=int(options.get(CONF_CONTEXT_WINDOW, DEFAULT_CONTEXT_WINDOW)),
-            keep_alive=int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
-            think=_THINK.get(options.get(CONF_THINK, DEFAULT_THINK)),
-        )
+        return model_settings(self.subentry.data, self.default_temperature)
 
     def _model_failure(self, err: TurnError) -> HomeAssistantError:
         """A failed turn or task as the sentence the user reads, logged once.

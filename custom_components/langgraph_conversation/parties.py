@@ -16,12 +16,7 @@ from homeassistant.util.ulid import ulid_to_bytes
 
 from .agent.text import storable_key
 from .agent.threads import Party, ThreadRequest, continue_window
-from .const import (
-    CONF_CONTINUE_MINUTES,
-    CONF_CONTINUE_TEXT,
-    DEFAULT_CONTINUE_MINUTES,
-    DEFAULT_CONTINUE_TEXT,
-)
+from .profile import AgentProfile
 
 
 def party_of_turn(user_input: conversation.ConversationInput) -> Party:
@@ -55,24 +50,24 @@ def issued_now(chat_log: conversation.ChatLog) -> bool:
 
 
 def thread_request(
-    agent_id: str,
+    profile: AgentProfile,
     user_input: conversation.ConversationInput,
     chat_log: conversation.ChatLog,
-    options: Mapping[str, Any],
 ) -> ThreadRequest:
-    """What a turn asks of the thread directory (see agent/threads.py)."""
+    """What a turn of the agent of `profile` asks of the thread directory (see
+    agent/threads.py)."""
     party = party_of_turn(user_input)
     sent = user_input.conversation_id
     # Ids are stored: invalid Unicode is written as escapes (agent/text.py).
     return ThreadRequest(
-        agent_id=agent_id,
+        agent_id=profile.agent_id,
         conversation_id=storable_key(chat_log.conversation_id),
         party=party,
         replaced_id=storable_key(sent) if sent and sent != chat_log.conversation_id else None,
         window=continue_window(
             party,
             issued_now=issued_now(chat_log),
-            minutes=options.get(CONF_CONTINUE_MINUTES, DEFAULT_CONTINUE_MINUTES),
-            text_clients=options.get(CONF_CONTINUE_TEXT, DEFAULT_CONTINUE_TEXT),
+            minutes=profile.continue_minutes,
+            text_clients=profile.continue_text,
         ),
     )

@@ -29,8 +29,9 @@ from datetime import datetime, timedelta
 import logging
 from pathlib import Path
 import sqlite3
+from typing import TYPE_CHECKING
 
-from homeassistant.config_entries import ConfigEntry
+from homeassistant.config_entries import ConfigEntry, ConfigEntryState
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP
 from homeassistant.core import CALLBACK_TYPE, Event, HomeAssistant, callback
 from homeassistant.helpers import issue_registry as ir
@@ -60,6 +61,10 @@ from .const import (
 from .storage.checkpointer import SqliteCheckpointSaver
 from .storage.sqlite import SqliteDatabase
 from .storage.store import SqliteStore
+
+if TYPE_CHECKING:
+    # Only for annotations: the integration's __init__ imports this module.
+    from . import LangGraphConfigEntry
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -344,14 +349,22 @@ def report_threads_failure(hass: HomeAssistant, error: Exception) -> None:
     _report(hass, THREADS_ISSUE, Path(hass.config.path(DOMAIN, THREADS_FILE)), error)
 
 
+# Entry states in which the entry's runtime exists (Home Assistant deletes it after
+# unloading).
+_WITH_RUNTIME = (ConfigEntryState.LOADED, ConfigEntryState.UNLOAD_IN_PROGRESS)
+
+
 async def _async_end_turns(hass: HomeAssistant, shared: SharedStorage) -> None:
     """Let the running turns of every entry using the storage finish or cancel them."""
-    entries = [hass.config_entries.async_get_entry(entry_id) for entry_id in shared.entries]
+    entries: list[LangGraphConfigEntry | None] = [
+        hass.config_entries.async_get_entry(entry_id) for entry_id in shared.entries
+    ]
     await asyncio.gather(
         *(
             entry.runtime_data.aclose()
             for entry in entries
-            if entry is not None and hasattr(entry, "runtime_data")
+            # An entry that still sets up has opened the storage before its runtime.
+            if entry is not None and entry.state in _WITH_RUNTIME
         )
     )
 

@@ -21,11 +21,12 @@ their own conversations; naming another device or user needs an administrator.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 import uuid
 
 import voluptuous as vol
 
+from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import (
     HomeAssistant,
     ServiceCall,
@@ -38,13 +39,17 @@ from homeassistant.helpers import config_validation as cv, entity_registry as er
 from homeassistant.util import dt as dt_util
 
 from .agent.feedback import RATINGS
-from .agent.graph import AgentKind
 from .agent.memory import HOUSEHOLD, MEMORY_ROOT, person_label
+from .agent.runtime import AgentRuntime
 from .agent.text import clean_text, storable_key
-from .const import CONF_SEARCH_KNOWLEDGE, DOMAIN, EVENT_ACTIVITY, SUBENTRY_CONVERSATION
-from .conversation import agent_kind, knowledge_source
+from .const import DOMAIN, EVENT_ACTIVITY, SUBENTRY_CONVERSATION
 from .parties import party_of_action
 from .persistence import DATA_STORAGE
+from .profile import agent_profile
+
+if TYPE_CHECKING:
+    # Only for annotations: the integration's __init__ imports this module.
+    from . import LangGraphConfigEntry
 
 ATTR_USER_ID = "user_id"
 ATTR_HOUSEHOLD = "household"
@@ -163,14 +168,17 @@ async def _clear_memories(hass: HomeAssistant, call: ServiceCall) -> ServiceResp
     return {"deleted": len(items)}
 
 
-async def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[Any, str]:
+async def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[AgentRuntime, str]:
     """The runtime and thread id of an agent's conversation, found as a turn finds it."""
     entry_id = None
     subentry_id = None
     if entity := er.async_get(hass).async_get(call.data[ATTR_AGENT]):
         entry_id, subentry_id = entity.config_entry_id, entity.unique_id
-    entry = hass.config_entries.async_get_entry(entry_id) if entry_id else None
-    if entry is None or entry.domain != DOMAIN or not hasattr(entry, "runtime_data"):
+    entry: LangGraphConfigEntry | None = (
+        hass.config_entries.async_get_entry(entry_id) if entry_id else None
+    )
+    # A loaded entry of ours has its runtime (set up, not yet unloading).
+    if entry is None or entry.domain != DOMAIN or entry.state is not ConfigEntryState.LOADED:
         raise ServiceValidationError(
             translation_domain=DOMAIN,
             translation_key="not_an_agent",
@@ -253,11 +261,6 @@ async def _rate_answer(hass: HomeAssistant, call: ServiceCall) -> ServiceRespons
     return {"turn": number}
 
 
-def _uses_knowledge(options: Any) -> bool:
-    kind = agent_kind(options)
-    return kind is AgentKind.RAG or (kind.uses_tools and options.get(CONF_SEARCH_KNOWLEDGE, False))
-
-
 async def _reindex_knowledge(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
     """Read the documents of one agent, or of every agent that uses documents, again."""
     await _require_admin(hass, call)
@@ -272,16 +275,18 @@ async def _reindex_knowledge(hass: HomeAssistant, call: ServiceCall) -> ServiceR
                 translation_placeholders={"agent": wanted},
             )
     report: dict[str, Any] = {}
-    for entry in hass.config_entries.async_loaded_entries(DOMAIN):
+    entries: list[LangGraphConfigEntry] = hass.config_entries.async_loaded_entries(DOMAIN)
+    for entry in entries:
         for subentry in entry.subentries.values():
             if subentry.subentry_type != SUBENTRY_CONVERSATION:
                 continue
             entity_id = registry.async_get_entity_id("conversation", DOMAIN, subentry.subentry_id)
             if wanted is not None and entity_id != wanted:
                 continue
-            if wanted is None and not _uses_knowledge(subentry.data):
+            agent = agent_profile(hass, subentry, entry.runtime_data.access).agent
+            if (wanted is None and not agent.uses_knowledge) or agent.knowledge is None:
                 continue
-            result = await entry.runtime_data.reindex_knowledge(knowledge_source(hass, subentry))
+            result = await entry.runtime_data.reindex_knowledge(agent.knowledge)
             if result is None:
                 raise HomeAssistantError(
                     translation_domain=DOMAIN, translation_key="memory_not_loaded"

@@ -72,9 +72,14 @@ async def _thread_bytes(bench: Bench, saver: Any, path: Path, turns: int) -> int
     """Run `turns` turns of one thread on a runtime using `saver`; the file's size after."""
     from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
     from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn
+    from custom_components.langgraph_conversation.agent.turn import AgentSettings
 
     runtime = AgentRuntime(
         ModelAccess(model=f"ollama_chat/{MODEL}", api_base=bench.server.base_url), saver
+    )
+    agent = AgentSettings(
+        settings=ModelSettings(temperature=0.7, max_tokens=1024, request_timeout=60),
+        max_tool_rounds=8,
     )
     rng = random.Random(7)
     for index in range(turns):
@@ -82,11 +87,9 @@ async def _thread_bytes(bench: Bench, saver: Any, path: Path, turns: int) -> int
             thread_id="bench-thread",
             text=f"{rng.choice(QUESTIONS)} (turn {index})",
             system_prompt=SYSTEM_PROMPT,
-            settings=ModelSettings(temperature=0.7, max_tokens=1024, request_timeout=60),
             tools=[],
-            max_tool_rounds=8,
         )
-        async for _event in runtime.run_turn(turn):
+        async for _event in runtime.run_turn(agent, turn):
             pass
     held = len(await runtime.messages("bench-thread"))
     if held != 2 * turns:

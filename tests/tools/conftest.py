@@ -24,6 +24,7 @@ from pytest_homeassistant_custom_component.common import (
 from custom_components.langgraph_conversation.agent.events import AgentEvent, ToolCallFinished
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
 from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn
+from custom_components.langgraph_conversation.agent.turn import AgentSettings
 from custom_components.langgraph_conversation.tools.registry import (
     ToolContext,
     ToolSpec,
@@ -244,15 +245,14 @@ async def run_agent(
     runtime = AgentRuntime(
         ModelAccess("openai/gpt-test", server.api_key, server.api_base), InMemorySaver()
     )
+    agent = AgentSettings(settings=ModelSettings(), max_tool_rounds=3)
     turn = Turn(
         thread_id="tools-test",
         text=text,
         system_prompt="You control a home.",
-        settings=ModelSettings(),
         tools=list(tools.values()),
-        max_tool_rounds=3,
     )
-    return [event async for event in runtime.run_turn(turn)]
+    return [event async for event in runtime.run_turn(agent, turn)]
 
 
 def finished_calls(events: list[AgentEvent]) -> list[ToolCallFinished]:

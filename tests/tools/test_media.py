@@ -26,6 +26,7 @@ from custom_components.langgraph_conversation.agent.events import TextDelta
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
 from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn
 from custom_components.langgraph_conversation.agent.tool_calls import ToolFailure
+from custom_components.langgraph_conversation.agent.turn import AgentSettings
 from custom_components.langgraph_conversation.tools.media import SPECS
 from custom_components.langgraph_conversation.tools.registry import ToolContext, as_langchain_tools
 from custom_components.langgraph_conversation.tools.schema import sanitize_schema
@@ -434,11 +435,10 @@ async def test_pause_through_the_agent(hass: HomeAssistant, socket_enabled: None
             thread_id="media",
             text="Pause the kitchen",
             system_prompt="You are a test.",
-            settings=ModelSettings(),
             tools=as_langchain_tools(SPECS, tool_context),
-            max_tool_rounds=2,
         )
-        events = [event async for event in runtime.run_turn(turn)]
+        agent = AgentSettings(settings=ModelSettings(), max_tool_rounds=2)
+        events = [event async for event in runtime.run_turn(agent, turn)]
     await hass.async_block_till_done()
 
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Paused the kitchen."

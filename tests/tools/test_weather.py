@@ -16,6 +16,7 @@ from custom_components.langgraph_conversation.agent.events import TextDelta
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
 from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn
 from custom_components.langgraph_conversation.agent.tool_calls import ToolFailure
+from custom_components.langgraph_conversation.agent.turn import AgentSettings
 from custom_components.langgraph_conversation.tools.registry import ToolContext, as_langchain_tools
 from custom_components.langgraph_conversation.tools.schema import sanitize_schema
 from custom_components.langgraph_conversation.tools.weather import SPECS
@@ -207,11 +208,10 @@ async def test_forecast_through_the_agent(hass: HomeAssistant, socket_enabled: N
             thread_id="weather",
             text="What's the weather tomorrow?",
             system_prompt="You are a test.",
-            settings=ModelSettings(),
             tools=as_langchain_tools(SPECS, tool_context),
-            max_tool_rounds=2,
         )
-        events = [event async for event in runtime.run_turn(turn)]
+        agent = AgentSettings(settings=ModelSettings(), max_tool_rounds=2)
+        events = [event async for event in runtime.run_turn(agent, turn)]
 
     answer = "".join(event.text for event in events if isinstance(event, TextDelta))
     assert answer == "Snow today, partly cloudy tomorrow."

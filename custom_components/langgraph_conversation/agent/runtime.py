@@ -6,7 +6,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 import logging
 import sqlite3
 import time
@@ -25,7 +25,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command, Interrupt
 
 from .answer import AnswerLimitExceeded, answer_deadline
-from .confirmation import INTERRUPT_KIND, Decision, EffectGuard, Requester, decide
+from .confirmation import INTERRUPT_KIND, Decision, decide
 from .events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta, TextFlagged
 from .extraction import learn_from_exchange
 from .feedback import MemoryRatingStore, RatingStore, answers
@@ -51,7 +51,7 @@ from .model import (
 from .ollama import bounded_settings, window_of
 from .prompts import NOTE_ID_PREFIX, PromptLayers, base_prompt, is_note
 from .quoting import quoted, quoted_flagged
-from .roles import ModelCache, RoleAccesses
+from .roles import ModelCache
 from .state import TurnContext, openai_tool
 from .text import clean_text
 from .threads import (
@@ -64,6 +64,7 @@ from .threads import (
     find_thread,
     forget_thread,
 )
+from .turn import AgentSettings, Turn
 from .window import TurnFit, WindowTooSmall, plan_turn
 
 _LOGGER = logging.getLogger(__name__)
@@ -102,73 +103,6 @@ class TurnError(Exception):
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
         self.detail = detail
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """One user message to one thread, with everything the graph needs for it."""
-
-    thread_id: str
-    text: str
-    # The user's instructions as Home Assistant rendered them (one layer of the prompt).
-    system_prompt: str
-    settings: ModelSettings
-    tools: list[BaseTool]
-    max_tool_rounds: int
-    # What happened in the conversation since this agent's last turn without it
-    # (commands another agent handled, announcements), as (role, text) pairs.
-    earlier: tuple[tuple[str, str], ...] = ()
-    # Whose memories this turn may use; None turns memory off for the turn.
-    memory: MemoryScope | None = None
-    memory_recall_limit: int = 5
-    # Token budget of the thread before older turns are summarised; None keeps all.
-    history_budget: int | None = None
-    # Extra attempts of a model call that failed before its first word.
-    model_retries: int = 0
-    # The agent's fast and fallback models (see roles.py); unset roles use the main model.
-    roles: RoleAccesses = field(default_factory=RoleAccesses)
-    # Observers of this turn only (the runtime's own `hooks` observe every turn).
-    hooks: tuple[TurnHooks, ...] = ()
-    # Which graph answers; only the assistant binds tools.
-    kind: AgentKind = AgentKind.ASSISTANT
-    # The agent's own base prompt instead of its kind's (None or blank: the kind's).
-    base_prompt: str | None = None
-    # Spoken through a voice satellite: the prompt asks for short, speakable answers.
-    voice: bool = False
-    # Where the person speaks from (prompts.speaker_layer), "" when unknown.
-    speaker: str = ""
-    # The date and time line Home Assistant would put into its prompt (conversation.py
-    # takes it out): it goes into the turn's context note, not the system message.
-    clock: str = ""
-    # The agent's documents: searched first by the rag kind, and by the assistant's
-    # search_knowledge tool when `search_knowledge` is on.
-    knowledge: KnowledgeSource | None = None
-    search_knowledge: bool = False
-    # After the answer, the housekeeping model saves lasting facts the person told
-    # (extraction.py); needs `memory`.
-    learn_memories: bool = False
-    # Home Assistant's effect gate for this turn's tool calls (confirmation.EffectGuard).
-    effects: EffectGuard | None = None
-    # Who asks: a pending yes binds to them (confirmation.decide).
-    requester: Requester = field(default_factory=Requester)
-    # When the turn started (seconds since the epoch); 0 reads the clock.
-    now: float = 0.0
-    # The fast model rates requests without a person that lead to critical effects.
-    safety_check: bool = False
-    # What the caller's own scan flagged in text it put into the turn (device, area and
-    # entity names); reported with the turn's other flags.
-    flagged: tuple[TextFlagged, ...] = ()
-    # Fitting the request into the model's window (window.py): tools that may be left
-    # out when it is too long (the runtime's own memory and document tools may too), and
-    # the instructions with the entity listing in compact form, made only when needed.
-    optional_tools: frozenset[str] = frozenset()
-    compact_instructions: Callable[[], str] | None = None
-
-    @property
-    def unattended(self) -> bool:
-        """No person is behind the request (no user and no device: an automation, a
-        script): its text is scanned for injection like any other untrusted text."""
-        return not self.requester.present
 
 
 class AgentRuntime:
@@ -343,8 +277,9 @@ class AgentRuntime:
         state = await self._graph.aget_state({"configurable": {"thread_id": thread_id}})
         return list(state.values.get("messages", []))
 
-    async def run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
-        """Run one turn, yielding events as they happen, and tell the hooks about it.
+    async def run_turn(self, agent: AgentSettings, turn: Turn) -> AsyncIterator[AgentEvent]:
+        """Run one turn of `agent`, yielding events as they happen, and tell the hooks
+        about it.
 
         `on_turn_start` and `on_turn_end` fire exactly once per turn, `on_error` once
         when it fails (TurnError) before `on_turn_end`; a failing hook is only logged.
@@ -356,10 +291,12 @@ class AgentRuntime:
         paused = False
         # The thread's state at the end of the turn (set by _run_graph).
         outcome: dict[str, Any] = {}
+        # Whose memories the turn reads and writes: the requester's and the household's.
+        memory = MemoryScope.for_user(turn.requester.user_id) if agent.memory else None
         try:
             # Closed explicitly when our consumer stops early, so the thread's lock and
             # the graph's stream are released at once, not whenever it is collected.
-            async with aclosing(self._run_turn(turn, outcome)) as events:
+            async with aclosing(self._run_turn(agent, turn, memory, outcome)) as events:
                 async for event in events:
                     await recorder.see(event)
                     if isinstance(event, TextDelta):
@@ -369,8 +306,10 @@ class AgentRuntime:
                     yield event
             error = None
             if not paused:
-                self._learn_later(turn, "".join(answer))
-                self._summarise_later(_within_window(turn, outcome), outcome.get("values"))
+                self._learn_later(agent, memory, turn.text, "".join(answer))
+                self._summarise_later(
+                    agent, turn.thread_id, _history_budget(agent, outcome), outcome.get("values")
+                )
         except TurnError as err:
             error = err.kind
             await recorder.fail(err.kind, err.detail)
@@ -383,13 +322,15 @@ class AgentRuntime:
         finally:
             await recorder.end(error)
 
-    def _learn_later(self, turn: Turn, answer: str) -> None:
+    def _learn_later(
+        self, agent: AgentSettings, memory: MemoryScope | None, request: str, answer: str
+    ) -> None:
         """Start memory extraction for a finished exchange, without delaying its answer."""
-        if not turn.learn_memories or turn.memory is None or self.store is None:
+        if not agent.learn_memories or memory is None or self.store is None:
             return
-        model = self.models.roles(self.access, turn.roles, turn.settings).fast.model
+        model = self.models.roles(self.access, agent.roles, agent.settings).fast.model
         self._in_background(
-            self._learn(self.store, turn.memory, model, turn.text, answer),
+            self._learn(self.store, memory, model, request, answer),
             "langgraph_conversation memory extraction",
         )
 
@@ -400,24 +341,29 @@ class AgentRuntime:
         task.add_done_callback(self._background.discard)
         return task
 
-    def _summarise_later(self, turn: Turn, values: dict[str, Any] | None) -> None:
-        """After the answer: summarise old turns if the thread outgrew its budget.
+    def _summarise_later(
+        self,
+        agent: AgentSettings,
+        thread_id: str,
+        budget: int | None,
+        values: dict[str, Any] | None,
+    ) -> None:
+        """After the answer: summarise old turns if the thread outgrew its `budget`.
 
         Never before a turn's first word: the summary is made between turns, and the
         next turn uses it once it is there (until then, the whole thread).
         """
-        budget = turn.history_budget
-        if not budget or not values or turn.thread_id in self._summarising:
+        if not budget or not values or thread_id in self._summarising:
             return
         if not split_for_summary(list(values.get("messages") or []), budget):
             return
-        model = self.models.roles(self.access, turn.roles, turn.settings).fast.model
-        self._summarising.add(turn.thread_id)
+        model = self.models.roles(self.access, agent.roles, agent.settings).fast.model
+        self._summarising.add(thread_id)
         task = self._in_background(
-            self._summarise(turn.thread_id, model, budget, values),
+            self._summarise(thread_id, model, budget, values),
             "langgraph_conversation history summary",
         )
-        task.add_done_callback(lambda _: self._summarising.discard(turn.thread_id))
+        task.add_done_callback(lambda _: self._summarising.discard(thread_id))
 
     async def _summarise(
         self, thread_id: str, model: Any, budget: int, values: dict[str, Any]
@@ -469,8 +415,14 @@ class AgentRuntime:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
-    async def _run_turn(self, turn: Turn, outcome: dict[str, Any]) -> AsyncIterator[AgentEvent]:
-        """Run one turn, yielding events as they happen.
+    async def _run_turn(
+        self,
+        agent: AgentSettings,
+        turn: Turn,
+        memory: MemoryScope | None,
+        outcome: dict[str, Any],
+    ) -> AsyncIterator[AgentEvent]:
+        """Run one turn, yielding events as they happen; `memory`: whose memories it uses.
 
         Turns on one thread run one at a time. If the thread waits for a confirmation,
         this turn's text is the answer and resumes it. A turn that fails is removed from
@@ -483,9 +435,9 @@ class AgentRuntime:
         """
         config: dict[str, Any] = {
             "configurable": {"thread_id": turn.thread_id},
-            "recursion_limit": recursion_limit(turn.max_tool_rounds),
+            "recursion_limit": recursion_limit(agent.max_tool_rounds),
         }
-        prompt, tools, knowledge, flagged = await self._prompt_and_tools(turn)
+        prompt, tools, knowledge, flagged = await self._prompt_and_tools(agent, turn, memory)
         request, request_flags = guarded_request(turn)
         if note := prompt.note():
             # Right before the request, stored with it: the next turn reads it as history
@@ -494,38 +446,40 @@ class AgentRuntime:
         for event in (*turn.flagged, *flagged, *request_flags):
             yield event
         # The window is bounded by what the model holds (Ollama's /api/show, cached).
-        settings = await bounded_settings(self.access, turn.settings)
+        settings = await bounded_settings(self.access, agent.settings)
         window_plan = None
         if (window := window_of(self.access, settings)) is not None:
-            fit = self._fit_turn(turn, window, settings, prompt, tools, request)
+            fit = self._fit_turn(agent, turn, window, settings, prompt, tools, request)
             prompt, tools, window_plan = fit.prompt, fit.tools, fit.plan
             outcome["history_room"] = fit.history_room
-        roles = self.models.roles(self.access, turn.roles, settings)
+        roles = self.models.roles(self.access, agent.roles, settings)
         context = replace(
             TurnContext.create(
                 prompt,
                 roles.main.model,
                 tools,
-                turn.history_budget,
-                turn.model_retries,
+                agent.history_budget,
+                agent.model_retries,
                 knowledge,
                 roles=roles,
             ),
-            answer_deadline=answer_deadline(turn.settings.request_timeout),
+            answer_deadline=answer_deadline(agent.settings.request_timeout),
         )
         context = replace(
             context,
             effects=turn.effects,
             requester=turn.requester,
             now=turn.now or time.time(),
-            safety_check=turn.safety_check,
+            safety_check=agent.safety_check,
             window=window_plan,
         )
         async with self._lock(turn.thread_id), self._tracked():
             await self._touch_thread(turn.thread_id)
             started = False
             try:
-                async for event in self._turn_events(turn, config, context, request, outcome):
+                async for event in self._turn_events(
+                    agent, turn, config, context, request, outcome
+                ):
                     started = True
                     yield event
                 return
@@ -533,11 +487,12 @@ class AgentRuntime:
                 if started or self.storage_failed:
                     raise TurnError("storage", str(failure.error)) from None
                 self._continue_in_memory(failure.error)
-            async for event in self._turn_events(turn, config, context, request, outcome):
+            async for event in self._turn_events(agent, turn, config, context, request, outcome):
                 yield event
 
     def _fit_turn(
         self,
+        agent: AgentSettings,
         turn: Turn,
         window: int,
         settings: ModelSettings,
@@ -556,7 +511,7 @@ class AgentRuntime:
                 openai_tool,
                 request,
                 optional_tools=turn.optional_tools | added,
-                compact_instructions=turn.compact_instructions if turn.kind.uses_tools else None,
+                compact_instructions=turn.compact_instructions if agent.kind.uses_tools else None,
             )
         except WindowTooSmall as err:
             _LOGGER.warning("A request does not fit the model's context window: %s", err)
@@ -612,6 +567,7 @@ class AgentRuntime:
 
     async def _turn_events(
         self,
+        agent: AgentSettings,
         turn: Turn,
         config: dict[str, Any],
         context: TurnContext,
@@ -628,11 +584,11 @@ class AgentRuntime:
         pause = _confirmation_pause(await self._pending_interrupts(turn.thread_id))
         if pause is not None:
             decision = decide(pause, context.requester, turn.text, context.now)
-            if decision.confirmed and not turn.kind.uses_tools:
+            if decision.confirmed and not agent.kind.uses_tools:
                 # The agent became a kind without tools since it asked: it no longer
                 # acts on the home, so what it asked about does not run either.
                 decision = Decision(False, "declined")
-            async for event in self._resume(turn, config, context, decision, outcome):
+            async for event in self._resume(agent, config, context, decision, outcome):
                 yield event
             if decision.confirmed:
                 return
@@ -640,8 +596,8 @@ class AgentRuntime:
         for message in request:
             message.id = f"{NOTE_ID_PREFIX if is_note(message) else ''}{uuid.uuid4()}"
         async for event in self._run_and_undo(
-            turn,
-            self._graphs[turn.kind],
+            agent,
+            self._graphs[agent.kind],
             {"messages": request},
             config,
             context,
@@ -652,7 +608,7 @@ class AgentRuntime:
 
     def _resume(
         self,
-        turn: Turn,
+        agent: AgentSettings,
         config: dict[str, Any],
         context: TurnContext,
         decision: Decision,
@@ -664,7 +620,7 @@ class AgentRuntime:
         # A failure now also undoes the paused exchange (its request and the assistant's
         # tool calls), which would otherwise end without results.
         return self._run_and_undo(
-            turn,
+            agent,
             self._graph,
             answer,
             config,
@@ -676,7 +632,7 @@ class AgentRuntime:
 
     async def _run_and_undo(
         self,
-        turn: Turn,
+        agent: AgentSettings,
         graph: CompiledStateGraph,
         graph_input: Any,
         config: dict[str, Any],
@@ -718,7 +674,7 @@ class AgentRuntime:
                 raise TurnError(err.kind, err.detail) from None
             if isinstance(err, GraphRecursionError):
                 raise TurnError(
-                    "tool_rounds", f"more than {turn.max_tool_rounds} tool rounds"
+                    "tool_rounds", f"more than {agent.max_tool_rounds} tool rounds"
                 ) from None
             if isinstance(err, Exception) and not isinstance(err, TurnError):
                 error: ModelError = to_model_error(err, self.access)
@@ -726,7 +682,7 @@ class AgentRuntime:
             raise
 
     async def _prompt_and_tools(
-        self, turn: Turn
+        self, agent: AgentSettings, turn: Turn, memory: MemoryScope | None
     ) -> tuple[PromptLayers, list[BaseTool], KnowledgeIndex | None, list[TextFlagged]]:
         """The turn's prompt layers, tools and knowledge index, by its agent's kind, and
         the recalled memories the injection scan flagged.
@@ -736,9 +692,9 @@ class AgentRuntime:
         must not cost the user their answer: the turn goes on without memories, and the
         failure is logged.
         """
-        kind = turn.kind
+        kind = agent.kind
         prompt = PromptLayers(
-            base=base_prompt(kind, turn.base_prompt),
+            base=base_prompt(kind, agent.base_prompt),
             voice=turn.voice,
             speaker=turn.speaker,
             instructions=turn.system_prompt,
@@ -746,22 +702,20 @@ class AgentRuntime:
         )
         tools = list(turn.tools) if kind.uses_tools else []
         knowledge = None
-        if turn.knowledge is not None and (
-            kind is AgentKind.RAG or (kind.uses_tools and turn.search_knowledge)
-        ):
-            knowledge = self.knowledge_index(turn.knowledge)
+        if agent.knowledge is not None and agent.uses_knowledge:
+            knowledge = self.knowledge_index(agent.knowledge)
             if knowledge is not None and kind.uses_tools:
                 tools.append(search_knowledge_tool(knowledge))
-        if self.store is None or turn.memory is None:
+        if self.store is None or memory is None:
             return prompt, tools, knowledge, []
         try:
-            memories = await recall(self.store, turn.memory, turn.text, turn.memory_recall_limit)
+            memories = await recall(self.store, memory, turn.text, agent.memory_recall_limit)
         except Exception:
             _LOGGER.exception("Could not read memories; answering without them")
             return prompt, tools, knowledge, []
         prompt = replace(prompt, memories=memory_block(memories), memory_rules=kind.uses_tools)
         if kind.uses_tools:
-            tools += memory_tools(self.store, turn.memory)
+            tools += memory_tools(self.store, memory)
         return prompt, tools, knowledge, memory_flags(memories)
 
     async def _pending_interrupts(self, thread_id: str) -> list[Interrupt]:
@@ -801,13 +755,14 @@ class AgentRuntime:
 WINDOW_TOO_SMALL_ERROR = "window_too_small"
 
 
-def _within_window(turn: Turn, outcome: dict[str, Any]) -> Turn:
-    """The turn with a history budget the window can hold, so old turns are summarised
-    before requests have to leave them out (a budget of 0 keeps everything: kept)."""
+def _history_budget(agent: AgentSettings, outcome: dict[str, Any]) -> int | None:
+    """The agent's history budget, lowered to what the turn's window can hold, so old
+    turns are summarised before requests have to leave them out (no budget: kept)."""
     room = outcome.get("history_room")
-    if room is None or not turn.history_budget or turn.history_budget <= room:
-        return turn
-    return replace(turn, history_budget=max(room, 1))
+    budget = agent.history_budget
+    if room is None or not budget or budget <= room:
+        return budget
+    return max(room, 1)
 
 
 # `undo_from` of a turn that resumed a paused exchange.
