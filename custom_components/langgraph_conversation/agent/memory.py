@@ -158,10 +158,9 @@ def memory_flags(memories: list[dict]) -> list[TextFlagged]:
 
 
 MEMORY_INSTRUCTIONS = (
-    "You have a long-term memory. Save lasting facts and preferences the user tells you "
-    "(names, birthdays, likes, routines) or asks you to remember with remember_fact; look "
-    "up what no <memories> section shows with recall_facts; forget_fact when asked to "
-    "forget something or a fact is wrong."
+    "Save lasting facts people tell you or ask you to remember (names, birthdays, likes, "
+    "routines) with remember_fact; search what no <memories> section shows with "
+    "recall_facts; forget_fact when asked to forget or a fact is wrong."
 )
 
 
@@ -234,14 +233,12 @@ def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
     return [
         StructuredTool(
             name="remember_fact",
-            description=(
-                "Save a lasting fact about the user or household; with memory_id, correct "
-                "that memory."
-            ),
+            # Descriptions are short: they ride along in every request.
+            description="Save a lasting fact in one sentence; with memory_id, replace that one.",
             args_schema={
                 "type": "object",
                 "properties": {
-                    "fact": {"type": "string", "description": "One sentence"},
+                    "fact": {"type": "string"},
                     "memory_id": {"type": "string"},
                 },
                 "required": ["fact"],
@@ -250,7 +247,7 @@ def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
         ),
         StructuredTool(
             name="recall_facts",
-            description="Search saved memories about the user and household.",
+            description="Search saved facts.",
             args_schema={
                 "type": "object",
                 "properties": {"query": {"type": "string"}},
@@ -260,7 +257,7 @@ def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
         ),
         StructuredTool(
             name="forget_fact",
-            description="Delete a saved memory by its id (shown in <memories>).",
+            description="Delete a saved fact by its id.",
             args_schema={
                 "type": "object",
                 "properties": {"memory_id": {"type": "string"}},

@@ -18,7 +18,7 @@ from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
 
 from ..agent.tool_calls import ToolFailure
-from .schema import tool_parameters
+from .schema import lean_schema, tool_parameters
 
 
 def tool_result_data(result: Any) -> tuple[Any, bool]:
@@ -33,7 +33,8 @@ def tool_result_data(result: Any) -> tuple[Any, bool]:
 
 
 def _as_langchain_tool(hass: HomeAssistant, tool: llm.Tool, api: llm.APIInstance) -> BaseTool:
-    parameters = tool_parameters(tool.parameters, api.custom_serializer)
+    # What the model is shown; Home Assistant validates the call against its own schema.
+    parameters = lean_schema(tool_parameters(tool.parameters, api.custom_serializer))
 
     async def call(**arguments: Any) -> Any:
         try:

@@ -207,6 +207,53 @@ def _object_fingerprint(value: Any, path: set[int]) -> Hashable:
     return (type(value), tuple(fields))
 
 
+# Keywords left out of Home Assistant's tool schemas: every request carries them, and
+# Home Assistant validates the arguments itself (an out-of-range value comes back as an
+# error the model reads), as its own Ollama agent relies on: it sends no bounds either.
+_LEAN_DROPPED = frozenset({"minimum", "maximum"})
+
+
+def _one_or_many(alternatives: list[Any]) -> dict[str, Any] | None:
+    """The scalar of `[scalar, array of that scalar]` (a value or a list of them).
+
+    Home Assistant's tools accept both; the model is shown the single value, which is
+    how people ask ("the lights"), and a request with one value validates as before.
+    """
+    if len(alternatives) != 2 or not all(isinstance(a, dict) for a in alternatives):
+        return None
+    for one, many in (alternatives, alternatives[::-1]):
+        if (
+            set(one) <= {"type", "enum"}
+            and one.get("type") not in (None, "array", "object")
+            and set(many) == {"type", "items"}
+            and many["type"] == "array"
+            and many["items"] == one
+        ):
+            return one
+    return None
+
+
+def lean_schema(node: Any) -> Any:
+    """A sanitized Home Assistant tool schema in fewer tokens, with the same meaning to a
+    model: no bounds (see _LEAN_DROPPED), "one or a list" offered as one."""
+    if isinstance(node, list):
+        return [lean_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    result: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _LEAN_DROPPED:
+            continue
+        if key == "properties":
+            result[key] = {name: lean_schema(sub) for name, sub in value.items()}
+        else:
+            result[key] = lean_schema(value)
+    if (single := _one_or_many(result.get("anyOf") or [])) is not None:
+        del result["anyOf"]
+        result = {**single, **result}
+    return result
+
+
 def tool_parameters(schema: Any, custom_serializer: Callable[[Any], Any] | None) -> dict[str, Any]:
     """`sanitize_schema(schema_to_json(...))`, converted once per distinct schema.
 
