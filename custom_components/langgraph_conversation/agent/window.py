@@ -48,9 +48,13 @@ CHARS_PER_TOKEN = 3.5
 MESSAGE_OVERHEAD = 4
 # The reply budget when the agent sets no `max_tokens`.
 DEFAULT_REPLY_BUDGET = 1024
-# Ollama's `prompt_eval_count` below this share of the estimate means the prompt was cut
-# (Ollama keeps about half the window of an over-long prompt).
-TRUNCATION_RATIO = 0.6
+# Ollama's `prompt_eval_count` below this share of the estimate means the prompt was cut.
+# Runners that cut an over-long prompt to about half the window leave at most
+# (window / 2) / (window - reply) of a planned request: 0.57 of an 8,192 window, 0.67 of
+# a 4,096 one with the default reply budget, both below it. A prompt read in full comes to
+# about 0.8-1.0 of the estimate (current tokenizers need four characters or more per
+# token, the estimate assumes CHARS_PER_TOKEN), so this stays clear of it.
+TRUNCATION_RATIO = 0.7
 
 
 def text_tokens(text: str) -> int:
@@ -247,9 +251,13 @@ def plan_turn(
     return TurnFit(prompt, kept, plan, window - total)
 
 
-def truncated(sent: int, evaluated: int | None) -> bool:
-    """Whether Ollama read clearly fewer prompt tokens than were sent (it cut the prompt).
+def truncated(sent: int, evaluated: int | None, window: int | None = None) -> bool:
+    """Whether Ollama cut the prompt: it read clearly fewer tokens than were sent, or as
+    many as its whole window (runners that cut to the window read exactly that much; a
+    request planned to leave the reply budget free never comes to it).
 
     `sent` is the estimate of the prompt (without the reply budget).
     """
-    return bool(evaluated) and evaluated < TRUNCATION_RATIO * sent
+    if not evaluated:
+        return False
+    return evaluated < TRUNCATION_RATIO * sent or (window is not None and evaluated >= window)
