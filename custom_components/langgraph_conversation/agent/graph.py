@@ -48,6 +48,7 @@ from .model import (
     redacted_error,
     retry_delay,
 )
+from .note_memories import without_stale_memories
 from .prompts import KNOWLEDGE_ID, SUMMARY_ID, is_note
 from .roles import ModelRole, RoleModel, falls_back
 from .safety import SafetyRating, rate_unattended_request
@@ -206,6 +207,10 @@ async def _stream_answer(
         prompt, trimmed = context.window.fit(prompt)
         if trimmed is not None:
             write(trimmed)
+    if context.memories_exist is not None:
+        # After the fit: a memory is left out of a later note only when the earlier note
+        # that shows it is still sent.
+        prompt = await without_stale_memories(prompt, context.memories_exist)
     write(MessageStarted())
     answer, answered_by = await _stream_with_fallback(context, prompt, write)
     write(_model_call_finished(answered_by, answer, context))

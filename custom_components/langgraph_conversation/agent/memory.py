@@ -150,6 +150,23 @@ def memory_block(memories: list[dict]) -> str:
     )
 
 
+def memories_exist(
+    store: BaseStore, scope: MemoryScope
+) -> Callable[[set[str]], Awaitable[set[str]]]:
+    """Which of some memory ids this scope can still read (the others were forgotten)."""
+
+    async def exist(ids: set[str]) -> set[str]:
+        found: set[str] = set()
+        for memory_id in ids:
+            for namespace in scope.reads:
+                if await store.aget(namespace, memory_id) is not None:
+                    found.add(memory_id)
+                    break
+        return found
+
+    return exist
+
+
 def memory_flags(memories: list[dict]) -> list[TextFlagged]:
     """Recalled memories the injection scan flags (memories are short: scanned inline)."""
     return [

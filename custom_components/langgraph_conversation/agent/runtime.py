@@ -40,7 +40,14 @@ from .knowledge import (
     forget_knowledge,
     search_knowledge_tool,
 )
-from .memory import MemoryScope, memory_block, memory_flags, memory_tools, recall
+from .memory import (
+    MemoryScope,
+    memories_exist,
+    memory_block,
+    memory_flags,
+    memory_tools,
+    recall,
+)
 from .model import (
     ModelAccess,
     ModelError,
@@ -520,6 +527,11 @@ class AgentRuntime:
             now=turn.now or time.time(),
             safety_check=turn.safety_check,
             window=window_plan,
+            memories_exist=(
+                memories_exist(self.store, turn.memory)
+                if self.store is not None and turn.memory is not None
+                else None
+            ),
         )
         async with self._lock(turn.thread_id), self._tracked():
             await self._touch_thread(turn.thread_id)
