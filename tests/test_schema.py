@@ -325,3 +325,41 @@ async def test_assist_tools_reach_the_model_lean_and_still_validated(
     assert calls == []
     tool_message = messages_of(second, "tool")[-1]
     assert "invalid" in text_of(tool_message).lower(), text_of(tool_message)
+
+
+@pytest.mark.parametrize("agent_overrides", [{CONF_LLM_HASS_API: [llm.LLM_API_ASSIST]}])
+async def test_device_classes_offered_are_those_of_the_exposed_entities(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """The on/off intents' device class lists only classes some exposed entity has (any
+    other matches nothing); with none, the parameter is left out."""
+    for component in ("light", "cover"):
+        assert await async_setup_component(hass, component, {})
+    add_light(hass, "kitchen", "Kitchen Light", exposed=True)
+    turn_on = await assist_tool_name(hass, "HassTurnOn")
+    api = await assist_api(hass)
+    full = next(t for t in api.tools if t.name == turn_on)
+    every = tool_parameters(full.parameters, api.custom_serializer)["properties"]
+    if "device_class" not in every:
+        pytest.skip("this version's HassTurnOn takes no device class")
+    assert len(every["device_class"]["items"]["enum"]) > 5
+    agent_id = agent_entity_id(hass, setup_integration)
+
+    async def offered() -> dict[str, Any]:
+        openai_server.add_text("Fine.")
+        await conversation.async_converse(hass, "Hi", None, Context(), agent_id=agent_id)
+        tools = openai_server.requests[-1]["tools"]
+        return next(t for t in tools if t["function"]["name"] == turn_on)["function"]
+
+    assert "device_class" not in (await offered())["parameters"]["properties"]
+
+    hass.states.async_set(
+        "cover.garage_door", "closed", {"friendly_name": "Garage Door", "device_class": "garage"}
+    )
+    async_expose_entity(hass, conversation.DOMAIN, "cover.garage_door", True)
+    hass.states.async_set(
+        "cover.shed_door", "closed", {"friendly_name": "Shed Door", "device_class": "door"}
+    )
+    async_expose_entity(hass, conversation.DOMAIN, "cover.shed_door", False)
+    device_class = (await offered())["parameters"]["properties"]["device_class"]
+    assert device_class["items"]["enum"] == ["garage"]

@@ -233,11 +233,28 @@ def _one_or_many(alternatives: list[Any]) -> dict[str, Any] | None:
     return None
 
 
-def lean_schema(node: Any) -> Any:
+def _device_classes_within(node: Any, present: set[str]) -> Any:
+    """A `device_class` parameter offering only the classes some exposed entity has
+    (None: no exposed entity has any of them, so the parameter could match nothing)."""
+    enum = node.get("enum") or (node.get("items") or {}).get("enum")
+    if not isinstance(enum, list):
+        return node
+    kept = [value for value in enum if value in present]
+    if not kept:
+        return None
+    if "enum" in node:
+        return {**node, "enum": kept}
+    return {**node, "items": {**node["items"], "enum": kept}}
+
+
+def lean_schema(node: Any, device_classes: set[str] | None = None) -> Any:
     """A sanitized Home Assistant tool schema in fewer tokens, with the same meaning to a
-    model: no bounds (see _LEAN_DROPPED), "one or a list" offered as one."""
+    model: no bounds (see _LEAN_DROPPED), "one or a list" offered as one, and with
+    `device_classes` (those of the exposed entities) a device class parameter lists only
+    those: Home Assistant matches a device class against the exposed entities, so the
+    others (21 on the on/off intents) cannot match anything."""
     if isinstance(node, list):
-        return [lean_schema(item) for item in node]
+        return [lean_schema(item, device_classes) for item in node]
     if not isinstance(node, dict):
         return node
     result: dict[str, Any] = {}
@@ -245,9 +262,15 @@ def lean_schema(node: Any) -> Any:
         if key in _LEAN_DROPPED:
             continue
         if key == "properties":
-            result[key] = {name: lean_schema(sub) for name, sub in value.items()}
+            result[key] = {}
+            for name, sub in value.items():
+                if name == "device_class" and device_classes is not None:
+                    sub = _device_classes_within(sub, device_classes)
+                    if sub is None:
+                        continue
+                result[key][name] = lean_schema(sub, device_classes)
         else:
-            result[key] = lean_schema(value)
+            result[key] = lean_schema(value, device_classes)
     if (single := _one_or_many(result.get("anyOf") or [])) is not None:
         del result["anyOf"]
         result = {**single, **result}
