@@ -150,21 +150,33 @@ def memory_block(memories: list[dict]) -> str:
     )
 
 
-def memories_exist(
-    store: BaseStore, scope: MemoryScope
-) -> Callable[[set[str]], Awaitable[set[str]]]:
-    """Which of some memory ids this scope can still read (the others were forgotten)."""
+class MemoryPresence:
+    """Which memory ids this turn's scope can still read (note_memories.py asks).
 
-    async def exist(ids: set[str]) -> set[str]:
-        found: set[str] = set()
-        for memory_id in ids:
-            for namespace in scope.reads:
-                if await store.aget(namespace, memory_id) is not None:
-                    found.add(memory_id)
+    The store is read once per id and turn: asked again at every model call of a tool
+    round, a read that works would also count as the memory file working again, while
+    a write of the same turn had just failed. A memory the turn's forget_fact removes is
+    gone at once.
+    """
+
+    def __init__(self, store: BaseStore, scope: MemoryScope) -> None:
+        self._store = store
+        self._scope = scope
+        self._read: dict[str, bool] = {}
+        self._forgotten: set[str] = set()
+
+    def forgot(self, memory_id: str) -> None:
+        """This turn deleted the memory."""
+        self._forgotten.add(memory_id)
+
+    async def __call__(self, ids: set[str]) -> set[str]:
+        for memory_id in sorted(ids - self._read.keys()):
+            self._read[memory_id] = False
+            for namespace in self._scope.reads:
+                if await self._store.aget(namespace, memory_id) is not None:
+                    self._read[memory_id] = True
                     break
-        return found
-
-    return exist
+        return {i for i in ids if self._read[i] and i not in self._forgotten}
 
 
 def memory_flags(memories: list[dict]) -> list[TextFlagged]:
@@ -209,7 +221,9 @@ def _storage_failures_explained[**P](
     return explained
 
 
-def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
+def memory_tools(
+    store: BaseStore, scope: MemoryScope, presence: MemoryPresence | None = None
+) -> list[BaseTool]:
     """remember / recall / forget tools bound to one turn's scope."""
 
     @_storage_failures_explained
@@ -244,6 +258,8 @@ def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
         for namespace in scope.reads:
             if await store.aget(namespace, memory_id) is not None:
                 await store.adelete(namespace, memory_id)
+                if presence is not None:
+                    presence.forgot(memory_id)
                 return {"forgotten": memory_id}
         raise ToolFailure({"error": "not_found", "error_text": f"No memory {memory_id}."})
 

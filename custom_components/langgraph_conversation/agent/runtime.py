@@ -41,8 +41,8 @@ from .knowledge import (
     search_knowledge_tool,
 )
 from .memory import (
+    MemoryPresence,
     MemoryScope,
-    memories_exist,
     memory_block,
     memory_flags,
     memory_tools,
@@ -492,7 +492,12 @@ class AgentRuntime:
             "configurable": {"thread_id": turn.thread_id},
             "recursion_limit": recursion_limit(turn.max_tool_rounds),
         }
-        prompt, tools, knowledge, flagged = await self._prompt_and_tools(turn)
+        presence = (
+            MemoryPresence(self.store, turn.memory)
+            if self.store is not None and turn.memory is not None
+            else None
+        )
+        prompt, tools, knowledge, flagged = await self._prompt_and_tools(turn, presence)
         request, request_flags = guarded_request(turn)
         if note := prompt.note():
             # Right before the request, stored with it: the next turn reads it as history
@@ -527,11 +532,7 @@ class AgentRuntime:
             now=turn.now or time.time(),
             safety_check=turn.safety_check,
             window=window_plan,
-            memories_exist=(
-                memories_exist(self.store, turn.memory)
-                if self.store is not None and turn.memory is not None
-                else None
-            ),
+            memories_exist=presence,
         )
         async with self._lock(turn.thread_id), self._tracked():
             await self._touch_thread(turn.thread_id)
@@ -738,7 +739,7 @@ class AgentRuntime:
             raise
 
     async def _prompt_and_tools(
-        self, turn: Turn
+        self, turn: Turn, presence: MemoryPresence | None = None
     ) -> tuple[PromptLayers, list[BaseTool], KnowledgeIndex | None, list[TextFlagged]]:
         """The turn's prompt layers, tools and knowledge index, by its agent's kind, and
         the recalled memories the injection scan flagged.
@@ -773,7 +774,7 @@ class AgentRuntime:
             return prompt, tools, knowledge, []
         prompt = replace(prompt, memories=memory_block(memories), memory_rules=kind.uses_tools)
         if kind.uses_tools:
-            tools += memory_tools(self.store, turn.memory)
+            tools += memory_tools(self.store, turn.memory, presence)
         return prompt, tools, knowledge, memory_flags(memories)
 
     async def _pending_interrupts(self, thread_id: str) -> list[Interrupt]:
