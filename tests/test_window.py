@@ -138,14 +138,14 @@ def test_truncation_is_a_count_clearly_below_what_was_sent() -> None:
 
 
 def test_truncation_catches_the_cuts_a_planned_request_can_suffer() -> None:
-    """A request planned for a 4,096 window (reply budget 1,024: about 3,072 sent) that a
-    runner cut to half its window reads 2,048 (two thirds of the estimate, which a 0.6
-    bound missed); a runner that cuts to the window reads all 4,096."""
-    assert truncated(3072, 2048, 4096)
-    assert truncated(3072, 4096, 4096)
+    """A request planned for a 4,096 window (reply budget 1,024: about 3,072 sent) that
+    Ollama cut to half its window reads 2,048: two thirds of the estimate, which a 0.6
+    bound missed."""
+    assert truncated(3072, 2048)
+    assert truncated(7168, 4096)
     # Read in full, with a tokenizer coarser than the estimate: no cut.
-    assert not truncated(3072, 2600, 4096)
-    assert not truncated(7000, 5800, 8192)
+    assert not truncated(3072, 2600)
+    assert not truncated(7000, 5800)
 
 
 # -- against the fake Ollama through Home Assistant -----------------------------------

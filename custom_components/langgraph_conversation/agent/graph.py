@@ -229,7 +229,7 @@ def _check_truncation(
     usage = answer.usage_metadata
     evaluated = usage["input_tokens"] if usage else 0
     sent = messages_tokens(prompt) + window.tools
-    if truncated(sent, evaluated, window.window):
+    if truncated(sent, evaluated):
         _LOGGER.warning(
             "Ollama read %d of about %d prompt tokens: it cut the request to its window of %d "
             "tokens. Raise the agent's context window",

@@ -251,13 +251,9 @@ def plan_turn(
     return TurnFit(prompt, kept, plan, window - total)
 
 
-def truncated(sent: int, evaluated: int | None, window: int | None = None) -> bool:
-    """Whether Ollama cut the prompt: it read clearly fewer tokens than were sent, or as
-    many as its whole window (runners that cut to the window read exactly that much; a
-    request planned to leave the reply budget free never comes to it).
+def truncated(sent: int, evaluated: int | None) -> bool:
+    """Whether Ollama read clearly fewer prompt tokens than were sent (it cut the prompt).
 
     `sent` is the estimate of the prompt (without the reply budget).
     """
-    if not evaluated:
-        return False
-    return evaluated < TRUNCATION_RATIO * sent or (window is not None and evaluated >= window)
+    return bool(evaluated) and evaluated < TRUNCATION_RATIO * sent
