@@ -93,6 +93,48 @@ async def test_memory_survives_reload_and_can_be_forgotten(
     assert "Dinner is at seven" not in _system(openai_server, openai_server.request_count - 1)
 
 
+def _sent(server: FakeOpenAIServer, index: int) -> str:
+    """Every message of one request as the model received it, joined."""
+    return "\n".join(text_of(m) for m in server.requests[index]["messages"])
+
+
+async def test_a_forgotten_memory_is_not_sent_again_from_earlier_notes(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A memory recalled into a turn's context note (stored with the thread) and then
+    forgotten reaches the model no more: not in the forgetting turn's next model call,
+    not in later turns of the same conversation."""
+    store = setup_integration.runtime_data.store
+    await store.aput(("memories", "household"), "m1", {"text": "The spare key is under the mat"})
+    agent_id = agent_entity_id(hass, setup_integration)
+
+    async def ask(text: str, conversation_id: str | None) -> str:
+        result = await conversation.async_converse(
+            hass, text, conversation_id, Context(), agent_id=agent_id
+        )
+        return result.conversation_id
+
+    openai_server.add_text("Under the mat.")
+    conversation_id = await ask("Where is the spare key?", None)
+    assert "spare key is under the mat" in _sent(openai_server, -1)
+
+    openai_server.add_tool_calls([ToolCall("forget_fact", {"memory_id": "m1"})])
+    openai_server.add_text("Forgotten.")
+    await ask("Forget where the spare key is", conversation_id)
+    # The first call of that turn still read it (it existed); the call after the tool
+    # result, when it was gone, did not.
+    assert "spare key is under the mat" in _sent(openai_server, -2)
+    assert "spare key is under the mat" not in _sent(openai_server, -1)
+
+    openai_server.add_text("I do not know.")
+    await ask("Where is the spare key, and what about the key box?", conversation_id)
+    assert "spare key is under the mat" not in _sent(openai_server, -1)
+    # The stored thread is unchanged; the earlier turns are all still sent.
+    users = [text_of(m) for m in messages_of(openai_server.requests[-1], "user")]
+    assert "Where is the spare key?" in users
+    assert "Forget where the spare key is" in users
+
+
 async def test_unusable_memory_file_raises_a_repair_and_the_agent_answers(
     hass: HomeAssistant, config_entry: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:

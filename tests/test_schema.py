@@ -7,9 +7,11 @@ from typing import Any
 
 from langchain_core.utils.function_calling import convert_to_openai_tool
 import pytest
+from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 import voluptuous as vol
 
 from custom_components.langgraph_conversation.agent.state import openai_tool
+from custom_components.langgraph_conversation.const import CONF_LLM_HASS_API
 from custom_components.langgraph_conversation.tools import schema as tool_schema
 from custom_components.langgraph_conversation.tools.ha_llm_api import tools_from_llm_api
 from custom_components.langgraph_conversation.tools.schema import (
@@ -17,10 +19,15 @@ from custom_components.langgraph_conversation.tools.schema import (
     schema_to_json,
     tool_parameters,
 )
-from homeassistant.core import HomeAssistant
+from homeassistant.components import conversation
+from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
+from homeassistant.core import Context, HomeAssistant
+from homeassistant.helpers import llm
 from homeassistant.setup import async_setup_component
 
-from .helpers import add_light, assist_api
+from .conftest import agent_entity_id
+from .fakes import FakeOpenAIServer, ToolCall
+from .helpers import add_light, assist_api, assist_tool_name, messages_of, text_of
 
 
 class Color(StrEnum):
@@ -258,3 +265,109 @@ def test_functions_count_by_identity() -> None:
         schema = vol.Schema({vol.Required("a"): check})
         assert tool_parameters(schema, None) == sanitize_schema(schema_to_json(schema, None))
     assert len(tool_schema._converted) == before + 2
+
+
+def _keywords(schema: Any) -> set[str]:
+    """Every keyword used anywhere in a schema (property names are not keywords)."""
+    if isinstance(schema, list):
+        return set().union(*(_keywords(item) for item in schema)) if schema else set()
+    if not isinstance(schema, dict):
+        return set()
+    found = set(schema) - {"properties"}
+    for key, value in schema.items():
+        if key == "properties":
+            found |= set().union(*(_keywords(sub) for sub in value.values())) if value else set()
+        else:
+            found |= _keywords(value)
+    return found
+
+
+@pytest.mark.parametrize("agent_overrides", [{CONF_LLM_HASS_API: [llm.LLM_API_ASSIST]}])
+async def test_assist_tools_reach_the_model_lean_and_still_validated(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Home Assistant's tools are sent without bounds and with "one or a list" as one value
+    (fewer tokens, as Home Assistant's own Ollama agent sends them); an out-of-range value
+    is still refused by Home Assistant, and the model reads why."""
+    for component in ("homeassistant", "conversation", "intent", "light"):
+        assert await async_setup_component(hass, component, {})
+    hass.states.async_set(
+        "light.kitchen",
+        "off",
+        {"friendly_name": "Kitchen Light", "supported_color_modes": ["brightness"]},
+    )
+    async_expose_entity(hass, conversation.DOMAIN, "light.kitchen", True)
+    api = await assist_api(hass)
+    # 2026.2 offers no HassLightSet to a conversation agent here (its other tools carry
+    # no bounds): the schema half is checked there, the refusal half where it is offered.
+    light_set = next((t.name for t in api.tools if t.name.endswith("HassLightSet")), None)
+    calls = async_mock_service(hass, "light", "turn_on")
+    if light_set is not None:
+        openai_server.add_tool_calls(
+            [ToolCall(light_set, {"name": "Kitchen Light", "brightness": 150})]
+        )
+    openai_server.add_text("That brightness is out of range.")
+    await conversation.async_converse(
+        hass,
+        "Kitchen to 150 percent",
+        None,
+        Context(),
+        agent_id=agent_entity_id(hass, setup_integration),
+    )
+    first = openai_server.requests[-2 if light_set is not None else -1]
+    tools = {t["function"]["name"]: t["function"]["parameters"] for t in first["tools"]}
+    assist = {name: params for name, params in tools.items() if not name.startswith("home_")}
+    assert assist, sorted(tools)
+    for name, params in assist.items():
+        assert not {"minimum", "maximum"} & _keywords(params), name
+        assert_tool_schema(params)
+    live = next((n for n in assist if n.endswith("GetLiveContext")), None)
+    # A value or a list of them (GetLiveContext's domain on 2026.10 and later).
+    if live is not None and (domain := tools[live]["properties"].get("domain")):
+        assert domain["type"] == "string", domain
+        assert "anyOf" not in domain
+    if light_set is None:
+        return
+    assert tools[light_set]["properties"]["brightness"]["type"] == "integer"
+    # Home Assistant refused the call: nothing was switched, the model was told.
+    assert calls == []
+    tool_message = messages_of(openai_server.requests[-1], "tool")[-1]
+    assert "invalid" in text_of(tool_message).lower(), text_of(tool_message)
+
+
+@pytest.mark.parametrize("agent_overrides", [{CONF_LLM_HASS_API: [llm.LLM_API_ASSIST]}])
+async def test_device_classes_offered_are_those_of_the_exposed_entities(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """The on/off intents' device class lists only classes some exposed entity has (any
+    other matches nothing); with none, the parameter is left out."""
+    for component in ("light", "cover"):
+        assert await async_setup_component(hass, component, {})
+    add_light(hass, "kitchen", "Kitchen Light", exposed=True)
+    turn_on = await assist_tool_name(hass, "HassTurnOn")
+    api = await assist_api(hass)
+    full = next(t for t in api.tools if t.name == turn_on)
+    every = tool_parameters(full.parameters, api.custom_serializer)["properties"]
+    if "device_class" not in every:
+        pytest.skip("this version's HassTurnOn takes no device class")
+    assert len(every["device_class"]["items"]["enum"]) > 5
+    agent_id = agent_entity_id(hass, setup_integration)
+
+    async def offered() -> dict[str, Any]:
+        openai_server.add_text("Fine.")
+        await conversation.async_converse(hass, "Hi", None, Context(), agent_id=agent_id)
+        tools = openai_server.requests[-1]["tools"]
+        return next(t for t in tools if t["function"]["name"] == turn_on)["function"]
+
+    assert "device_class" not in (await offered())["parameters"]["properties"]
+
+    hass.states.async_set(
+        "cover.garage_door", "closed", {"friendly_name": "Garage Door", "device_class": "garage"}
+    )
+    async_expose_entity(hass, conversation.DOMAIN, "cover.garage_door", True)
+    hass.states.async_set(
+        "cover.shed_door", "closed", {"friendly_name": "Shed Door", "device_class": "door"}
+    )
+    async_expose_entity(hass, conversation.DOMAIN, "cover.shed_door", False)
+    device_class = (await offered())["parameters"]["properties"]["device_class"]
+    assert device_class["items"]["enum"] == ["garage"]

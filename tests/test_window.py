@@ -137,6 +137,17 @@ def test_truncation_is_a_count_clearly_below_what_was_sent() -> None:
     assert not truncated(4000, 0)
 
 
+def test_truncation_catches_the_cuts_a_planned_request_can_suffer() -> None:
+    """A request planned for a 4,096 window (reply budget 1,024: about 3,072 sent) that
+    Ollama cut to half its window reads 2,048: two thirds of the estimate, which a 0.6
+    bound missed."""
+    assert truncated(3072, 2048)
+    assert truncated(7168, 4096)
+    # Read in full, with a tokenizer coarser than the estimate: no cut.
+    assert not truncated(3072, 2600)
+    assert not truncated(7000, 5800)
+
+
 # -- against the fake Ollama through Home Assistant -----------------------------------
 
 _DOMAINS = ("light", "switch", "sensor", "cover", "binary_sensor")

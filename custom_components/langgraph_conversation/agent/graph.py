@@ -38,6 +38,7 @@ from .history import summary_findings, summary_section
 from .knowledge import Passage, knowledge_block, passage_flags
 from .model import provider_of
 from .model_call import stream_with_fallback
+from .note_memories import without_stale_memories
 from .prompts import KNOWLEDGE_ID, SUMMARY_ID, is_note
 from .roles import ModelRole, RoleModel
 from .safety import SafetyRating, rate_unattended_request
@@ -127,6 +128,10 @@ async def _stream_answer(
         prompt, trimmed = context.window.fit(prompt)
         if trimmed is not None:
             write(trimmed)
+    if context.memories_exist is not None:
+        # After the fit: a memory is left out of a later note only when the earlier note
+        # that shows it is still sent.
+        prompt = await without_stale_memories(prompt, context.memories_exist)
     write(MessageStarted())
     answer, answered_by = await stream_with_fallback(
         context.answering_models,

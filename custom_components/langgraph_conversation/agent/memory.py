@@ -150,6 +150,35 @@ def memory_block(memories: list[dict]) -> str:
     )
 
 
+class MemoryPresence:
+    """Which memory ids this turn's scope can still read (note_memories.py asks).
+
+    The store is read once per id and turn: asked again at every model call of a tool
+    round, a read that works would also count as the memory file working again, while
+    a write of the same turn had just failed. A memory the turn's forget_fact removes is
+    gone at once.
+    """
+
+    def __init__(self, store: BaseStore, scope: MemoryScope) -> None:
+        self._store = store
+        self._scope = scope
+        self._read: dict[str, bool] = {}
+        self._forgotten: set[str] = set()
+
+    def forgot(self, memory_id: str) -> None:
+        """This turn deleted the memory."""
+        self._forgotten.add(memory_id)
+
+    async def __call__(self, ids: set[str]) -> set[str]:
+        for memory_id in sorted(ids - self._read.keys()):
+            self._read[memory_id] = False
+            for namespace in self._scope.reads:
+                if await self._store.aget(namespace, memory_id) is not None:
+                    self._read[memory_id] = True
+                    break
+        return {i for i in ids if self._read[i] and i not in self._forgotten}
+
+
 def memory_flags(memories: list[dict]) -> list[TextFlagged]:
     """Recalled memories the injection scan flags (memories are short: scanned inline)."""
     return [
@@ -158,10 +187,9 @@ def memory_flags(memories: list[dict]) -> list[TextFlagged]:
 
 
 MEMORY_INSTRUCTIONS = (
-    "You have a long-term memory. Save lasting facts and preferences the user tells you "
-    "(names, birthdays, likes, routines) or asks you to remember with remember_fact; look "
-    "up what no <memories> section shows with recall_facts; forget_fact when asked to "
-    "forget something or a fact is wrong."
+    "Save lasting facts people tell you or ask you to remember (names, birthdays, likes, "
+    "routines) with remember_fact; search what no <memories> section shows with "
+    "recall_facts; forget_fact when asked to forget or a fact is wrong."
 )
 
 
@@ -193,7 +221,9 @@ def _storage_failures_explained[**P](
     return explained
 
 
-def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
+def memory_tools(
+    store: BaseStore, scope: MemoryScope, presence: MemoryPresence | None = None
+) -> list[BaseTool]:
     """remember / recall / forget tools bound to one turn's scope."""
 
     @_storage_failures_explained
@@ -228,20 +258,20 @@ def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
         for namespace in scope.reads:
             if await store.aget(namespace, memory_id) is not None:
                 await store.adelete(namespace, memory_id)
+                if presence is not None:
+                    presence.forgot(memory_id)
                 return {"forgotten": memory_id}
         raise ToolFailure({"error": "not_found", "error_text": f"No memory {memory_id}."})
 
     return [
         StructuredTool(
             name="remember_fact",
-            description=(
-                "Save a lasting fact about the user or household; with memory_id, correct "
-                "that memory."
-            ),
+            # Descriptions are short: they ride along in every request.
+            description="Save a lasting fact in one sentence; with memory_id, replace that one.",
             args_schema={
                 "type": "object",
                 "properties": {
-                    "fact": {"type": "string", "description": "One sentence"},
+                    "fact": {"type": "string"},
                     "memory_id": {"type": "string"},
                 },
                 "required": ["fact"],
@@ -250,7 +280,7 @@ def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
         ),
         StructuredTool(
             name="recall_facts",
-            description="Search saved memories about the user and household.",
+            description="Search saved facts.",
             args_schema={
                 "type": "object",
                 "properties": {"query": {"type": "string"}},
@@ -260,7 +290,7 @@ def memory_tools(store: BaseStore, scope: MemoryScope) -> list[BaseTool]:
         ),
         StructuredTool(
             name="forget_fact",
-            description="Delete a saved memory by its id (shown in <memories>).",
+            description="Delete a saved fact by its id.",
             args_schema={
                 "type": "object",
                 "properties": {"memory_id": {"type": "string"}},

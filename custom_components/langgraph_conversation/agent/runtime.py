@@ -40,7 +40,14 @@ from .knowledge import (
     forget_knowledge,
     search_knowledge_tool,
 )
-from .memory import MemoryScope, memory_block, memory_flags, memory_tools, recall
+from .memory import (
+    MemoryPresence,
+    MemoryScope,
+    memory_block,
+    memory_flags,
+    memory_tools,
+    recall,
+)
 from .model import (
     ModelAccess,
     ModelError,
@@ -437,7 +444,14 @@ class AgentRuntime:
             "configurable": {"thread_id": turn.thread_id},
             "recursion_limit": recursion_limit(agent.max_tool_rounds),
         }
-        prompt, tools, knowledge, flagged = await self._prompt_and_tools(agent, turn, memory)
+        presence = (
+            MemoryPresence(self.store, memory)
+            if self.store is not None and memory is not None
+            else None
+        )
+        prompt, tools, knowledge, flagged = await self._prompt_and_tools(
+            agent, turn, memory, presence
+        )
         request, request_flags = guarded_request(turn)
         if note := prompt.note():
             # Right before the request, stored with it: the next turn reads it as history
@@ -472,6 +486,7 @@ class AgentRuntime:
             now=turn.now or time.time(),
             safety_check=agent.safety_check,
             window=window_plan,
+            memories_exist=presence,
         )
         async with self._lock(turn.thread_id), self._tracked():
             await self._touch_thread(turn.thread_id)
@@ -682,7 +697,11 @@ class AgentRuntime:
             raise
 
     async def _prompt_and_tools(
-        self, agent: AgentSettings, turn: Turn, memory: MemoryScope | None
+        self,
+        agent: AgentSettings,
+        turn: Turn,
+        memory: MemoryScope | None,
+        presence: MemoryPresence | None = None,
     ) -> tuple[PromptLayers, list[BaseTool], KnowledgeIndex | None, list[TextFlagged]]:
         """The turn's prompt layers, tools and knowledge index, by its agent's kind, and
         the recalled memories the injection scan flagged.
@@ -715,7 +734,7 @@ class AgentRuntime:
             return prompt, tools, knowledge, []
         prompt = replace(prompt, memories=memory_block(memories), memory_rules=kind.uses_tools)
         if kind.uses_tools:
-            tools += memory_tools(self.store, memory)
+            tools += memory_tools(self.store, memory, presence)
         return prompt, tools, knowledge, memory_flags(memories)
 
     async def _pending_interrupts(self, thread_id: str) -> list[Interrupt]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, TypedDict
 
@@ -107,6 +107,9 @@ class TurnContext:
     # The model's context window and how this turn's requests fit it (window.py); None:
     # the provider takes no window (only Ollama's native API does).
     window: WindowPlan | None = None
+    # Which memory ids still exist, for the memories stored in context notes
+    # (note_memories.py); None: the turn reads no memories.
+    memories_exist: Callable[[set[str]], Awaitable[set[str]]] | None = None
 
     @property
     def housekeeping_model(self) -> BaseChatModel | None:

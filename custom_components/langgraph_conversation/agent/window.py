@@ -48,9 +48,13 @@ CHARS_PER_TOKEN = 3.5
 MESSAGE_OVERHEAD = 4
 # The reply budget when the agent sets no `max_tokens`.
 DEFAULT_REPLY_BUDGET = 1024
-# Ollama's `prompt_eval_count` below this share of the estimate means the prompt was cut
-# (Ollama keeps about half the window of an over-long prompt).
-TRUNCATION_RATIO = 0.6
+# Ollama's `prompt_eval_count` below this share of the estimate means the prompt was cut.
+# Runners that cut an over-long prompt to about half the window leave at most
+# (window / 2) / (window - reply) of a planned request: 0.57 of an 8,192 window, 0.67 of
+# a 4,096 one with the default reply budget, both below it. A prompt read in full comes to
+# about 0.8-1.0 of the estimate (current tokenizers need four characters or more per
+# token, the estimate assumes CHARS_PER_TOKEN), so this stays clear of it.
+TRUNCATION_RATIO = 0.7
 
 
 def text_tokens(text: str) -> int:

@@ -324,26 +324,22 @@ SPECS: list[ToolSpec] = [
     ToolSpec(
         name="home_find_entities",
         description=(
-            "Search the home's entities by name, alias, area, floor or kind ('light'), typos "
-            "tolerated. Best matches first, with state, area and key attributes."
+            "Find entities by name, alias, area, floor or kind ('light'), typos tolerated: "
+            "best first, with state and area."
         ),
         parameters={
             "type": "object",
             "properties": {
                 "query": {
                     "type": "string",
-                    "description": f"A few words, e.g. 'kitchen lamp' (≤ {MAX_QUERY_CHARS} chars)",
+                    "description": "A few words, e.g. kitchen lamp",
                 },
-                "domain": {
-                    "type": "string",
-                    "description": "Only this domain, e.g. sensor",
-                },
-                "area": {"type": "string", "description": "Only entities in this area"},
+                "domain": {"type": "string", "description": "e.g. sensor"},
+                "area": {"type": "string"},
                 "limit": {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": MAX_LIMIT,
-                    "description": f"Default {DEFAULT_LIMIT}",
                 },
             },
             "required": [],

@@ -33,6 +33,16 @@ def exposed_domains(hass: HomeAssistant, assistant: str) -> set[str]:
     return found
 
 
+def exposed_device_classes(hass: HomeAssistant, assistant: str) -> set[str]:
+    """The device classes of the entities exposed to `assistant`."""
+    return {
+        str(device_class)
+        for state in hass.states.async_all()
+        if (device_class := state.attributes.get("device_class"))
+        and async_should_expose(hass, assistant, state.entity_id)
+    }
+
+
 def offered_intents(api: llm.APIInstance | None) -> set[str]:
     """The names of the API's tools without an integration prefix ("intent__HassTurnOn"
     on 2026.10 and later is "HassTurnOn", as it is on 2026.2)."""

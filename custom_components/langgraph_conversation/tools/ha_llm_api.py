@@ -18,7 +18,8 @@ from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
 
 from ..agent.tool_calls import ToolFailure
-from .schema import tool_parameters
+from .fits import exposed_device_classes
+from .schema import lean_schema, tool_parameters
 
 
 def tool_result_data(result: Any) -> tuple[Any, bool]:
@@ -32,8 +33,13 @@ def tool_result_data(result: Any) -> tuple[Any, bool]:
     return result, isinstance(result, dict) and "error" in result
 
 
-def _as_langchain_tool(hass: HomeAssistant, tool: llm.Tool, api: llm.APIInstance) -> BaseTool:
-    parameters = tool_parameters(tool.parameters, api.custom_serializer)
+def _as_langchain_tool(
+    hass: HomeAssistant, tool: llm.Tool, api: llm.APIInstance, device_classes: set[str]
+) -> BaseTool:
+    # What the model is shown; Home Assistant validates the call against its own schema.
+    parameters = lean_schema(
+        tool_parameters(tool.parameters, api.custom_serializer), device_classes
+    )
 
     async def call(**arguments: Any) -> Any:
         try:
@@ -59,4 +65,5 @@ def tools_from_llm_api(hass: HomeAssistant, api: llm.APIInstance | None) -> list
     """Every tool of the turn's LLM API instance, ready to bind to a chat model."""
     if api is None:
         return []
-    return [_as_langchain_tool(hass, tool, api) for tool in api.tools]
+    device_classes = exposed_device_classes(hass, api.llm_context.assistant or "conversation")
+    return [_as_langchain_tool(hass, tool, api, device_classes) for tool in api.tools]

@@ -86,9 +86,9 @@ MEDIA_KINDS = [
 ]
 
 TARGET_PROPERTIES: dict[str, Any] = {
-    "name": {"type": "string", "description": "Name or alias of the media player."},
-    "area": {"type": "string", "description": "Area (room) of the media player(s)."},
-    "floor": {"type": "string", "description": "Floor of the media player(s)."},
+    "name": {"type": "string", "description": "Player name or alias"},
+    "area": {"type": "string"},
+    "floor": {"type": "string"},
 }
 
 
@@ -415,21 +415,20 @@ SPECS: list[ToolSpec] = [
     ToolSpec(
         name="home_media_play",
         description=(
-            "Search a media player's library or services for a song, artist, album, "
-            "playlist, podcast, movie or show and play the best match. Returns what plays "
-            "and other matches to offer."
+            "Find a song, artist, album, playlist, podcast, movie or show in a player's "
+            "library or services and play the best match; returns other matches to offer."
         ),
         parameters={
             "type": "object",
             "properties": {
                 "query": {
                     "type": "string",
-                    "description": "What to play, e.g. 'Bohemian Rhapsody' or 'jazz for dinner'.",
+                    "description": "e.g. Bohemian Rhapsody, or jazz for dinner",
                 },
                 "media_type": {
                     "type": "string",
                     "enum": MEDIA_KINDS,
-                    "description": "Limit the search to one kind of media, if the user said.",
+                    "description": "Only if the user said",
                 },
                 **TARGET_PROPERTIES,
             },

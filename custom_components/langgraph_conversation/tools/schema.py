@@ -207,6 +207,76 @@ def _object_fingerprint(value: Any, path: set[int]) -> Hashable:
     return (type(value), tuple(fields))
 
 
+# Keywords left out of Home Assistant's tool schemas: every request carries them, and
+# Home Assistant validates the arguments itself (an out-of-range value comes back as an
+# error the model reads), as its own Ollama agent relies on: it sends no bounds either.
+_LEAN_DROPPED = frozenset({"minimum", "maximum"})
+
+
+def _one_or_many(alternatives: list[Any]) -> dict[str, Any] | None:
+    """The scalar of `[scalar, array of that scalar]` (a value or a list of them).
+
+    Home Assistant's tools accept both; the model is shown the single value, which is
+    how people ask ("the lights"), and a request with one value validates as before.
+    """
+    if len(alternatives) != 2 or not all(isinstance(a, dict) for a in alternatives):
+        return None
+    for one, many in (alternatives, alternatives[::-1]):
+        if (
+            set(one) <= {"type", "enum"}
+            and one.get("type") not in (None, "array", "object")
+            and set(many) == {"type", "items"}
+            and many["type"] == "array"
+            and many["items"] == one
+        ):
+            return one
+    return None
+
+
+def _device_classes_within(node: Any, present: set[str]) -> Any:
+    """A `device_class` parameter offering only the classes some exposed entity has
+    (None: no exposed entity has any of them, so the parameter could match nothing)."""
+    enum = node.get("enum") or (node.get("items") or {}).get("enum")
+    if not isinstance(enum, list):
+        return node
+    kept = [value for value in enum if value in present]
+    if not kept:
+        return None
+    if "enum" in node:
+        return {**node, "enum": kept}
+    return {**node, "items": {**node["items"], "enum": kept}}
+
+
+def lean_schema(node: Any, device_classes: set[str] | None = None) -> Any:
+    """A sanitized Home Assistant tool schema in fewer tokens, with the same meaning to a
+    model: no bounds (see _LEAN_DROPPED), "one or a list" offered as one, and with
+    `device_classes` (those of the exposed entities) a device class parameter lists only
+    those: Home Assistant matches a device class against the exposed entities, so the
+    others (21 on the on/off intents) cannot match anything."""
+    if isinstance(node, list):
+        return [lean_schema(item, device_classes) for item in node]
+    if not isinstance(node, dict):
+        return node
+    result: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _LEAN_DROPPED:
+            continue
+        if key == "properties":
+            result[key] = {}
+            for name, sub in value.items():
+                if name == "device_class" and device_classes is not None:
+                    sub = _device_classes_within(sub, device_classes)
+                    if sub is None:
+                        continue
+                result[key][name] = lean_schema(sub, device_classes)
+        else:
+            result[key] = lean_schema(value, device_classes)
+    if (single := _one_or_many(result.get("anyOf") or [])) is not None:
+        del result["anyOf"]
+        result = {**single, **result}
+    return result
+
+
 def tool_parameters(schema: Any, custom_serializer: Callable[[Any], Any] | None) -> dict[str, Any]:
     """`sanitize_schema(schema_to_json(...))`, converted once per distinct schema.
 

@@ -68,7 +68,7 @@ PERCENT_FIELDS = frozenset({"humidity", "precipitation_probability", "cloud_cove
 
 NAME_PROPERTY = {
     "type": "string",
-    "description": ("Another weather entity's name; leave out for the home's weather."),
+    "description": "Another weather entity; omit for the home's",
 }
 
 
@@ -223,9 +223,7 @@ async def _forecast(tool_context: ToolContext, arguments: dict[str, Any]) -> dic
 SPECS: list[ToolSpec] = [
     ToolSpec(
         name="home_weather_current",
-        description=(
-            "Current weather at home: condition, temperature, humidity, wind, pressure, with units."
-        ),
+        description=("Current weather: condition, temperature, humidity, wind, pressure."),
         parameters={
             "type": "object",
             "properties": {"name": NAME_PROPERTY},
@@ -239,9 +237,8 @@ SPECS: list[ToolSpec] = [
     ToolSpec(
         name="home_weather_forecast",
         description=(
-            "Weather forecast for home, only as far as asked: days=2 for tomorrow, 7 for "
-            "the week; hours for the next hours. One entry per day or hour (templow is the "
-            "low)."
+            "Forecast, only as far as asked: days=2 for tomorrow, 7 for the week; hours "
+            "for the next hours. templow is the low."
         ),
         parameters={
             "type": "object",
@@ -250,19 +247,17 @@ SPECS: list[ToolSpec] = [
                 "type": {
                     "type": "string",
                     "enum": ["daily", "hourly", "twice_daily"],
-                    "description": "Default: daily, or hourly with hours",
                 },
                 "days": {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": MAX_DAYS,
-                    "description": f"Today included (default {DEFAULT_DAYS})",
+                    "description": "Today included",
                 },
                 "hours": {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": MAX_HOURS,
-                    "description": f"From now (default {DEFAULT_HOURS})",
                 },
             },
             "required": [],
