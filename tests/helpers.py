@@ -7,13 +7,24 @@ import inspect
 from typing import Any
 
 from awesomeversion import AwesomeVersion
+from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.langgraph_conversation.const import DOMAIN
+from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
+from custom_components.langgraph_conversation.const import (
+    CONF_API_BASE,
+    CONF_MODEL,
+    DOMAIN,
+    SUBENTRY_CONVERSATION,
+)
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
+from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.const import __version__ as HA_VERSION
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import chat_session, llm
+from homeassistant.setup import async_setup_component
+
+from .fakes import FakeOllamaServer
 
 # Home Assistant 2026.11 answers a second message on a conversation whose turn is still
 # running with ConversationBusyError ("busy"), before the agent is called; older versions
@@ -75,6 +86,31 @@ def add_light(hass: HomeAssistant, object_id: str, name: str, *, exposed: bool) 
     )
     async_expose_entity(hass, conversation.DOMAIN, entity_id, exposed)
     return entity_id
+
+
+async def setup_ollama_entry(
+    hass: HomeAssistant, server: FakeOllamaServer, **options: Any
+) -> MockConfigEntry:
+    """A loaded entry for the fake Ollama server (ollama_chat/llama3.2) with one agent,
+    "Local agent": the default agent options with `options` over them."""
+    assert await async_setup_component(hass, "homeassistant", {})
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        title="ollama_chat/llama3.2",
+        data={CONF_MODEL: "ollama_chat/llama3.2", CONF_API_BASE: server.base_url},
+        subentries_data=[
+            ConfigSubentryData(
+                data={**DEFAULT_AGENT_OPTIONS, **options},
+                subentry_type=SUBENTRY_CONVERSATION,
+                title="Local agent",
+                unique_id=None,
+            )
+        ],
+    )
+    entry.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    return entry
 
 
 def messages_of(request: dict[str, Any], role: str) -> list[dict[str, Any]]:

@@ -8,45 +8,15 @@ from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 from pytest_homeassistant_custom_component.typing import WebSocketGenerator
 
-from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
-from custom_components.langgraph_conversation.const import (
-    CONF_API_BASE,
-    CONF_MODEL,
-    DOMAIN,
-    SUBENTRY_CONVERSATION,
-)
 from homeassistant.components import conversation
-from homeassistant.config_entries import ConfigEntryState, ConfigSubentryData
+from homeassistant.config_entries import ConfigEntryState
 from homeassistant.const import STATE_UNAVAILABLE
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.setup import async_setup_component
 
 from .conftest import agent_entity_id
 from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
-from .helpers import add_light, assist_tool_name
-
-
-async def _ollama_entry(
-    hass: HomeAssistant, server: FakeOllamaServer, **options: object
-) -> MockConfigEntry:
-    """A loaded entry for the fake Ollama server, with one agent."""
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        title="ollama_chat/llama3.2",
-        data={CONF_MODEL: "ollama_chat/llama3.2", CONF_API_BASE: server.base_url},
-        subentries_data=[
-            ConfigSubentryData(
-                data={**DEFAULT_AGENT_OPTIONS, **options},
-                subentry_type=SUBENTRY_CONVERSATION,
-                title="Local agent",
-                unique_id=None,
-            )
-        ],
-    )
-    entry.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
-    return entry
+from .helpers import add_light, assist_tool_name, setup_ollama_entry
 
 
 async def test_chat_panel_websocket(
@@ -139,8 +109,7 @@ async def test_voice_pipeline_streams_deltas(
 
 async def test_ollama_model(hass: HomeAssistant, ollama_server: FakeOllamaServer) -> None:
     """The same agent works over Ollama's native /api/chat through LiteLLM."""
-    assert await async_setup_component(hass, "homeassistant", {})
-    entry = await _ollama_entry(hass, ollama_server)
+    entry = await setup_ollama_entry(hass, ollama_server)
     add_light(hass, "kitchen", "Kitchen Light", exposed=True)
     turn_on = async_mock_service(hass, "light", "turn_on")
     ollama_server.add_tool_calls(
@@ -164,8 +133,7 @@ async def test_ollama_tool_round_keeps_its_calls(
     LiteLLM 1.83.0 alone drops both (agent/upstream/litellm_ollama.py); without them the
     model reads a result it has no record of asking for.
     """
-    assert await async_setup_component(hass, "homeassistant", {})
-    entry = await _ollama_entry(hass, ollama_server)
+    entry = await setup_ollama_entry(hass, ollama_server)
     add_light(hass, "kitchen", "Kitchen Light", exposed=True)
     async_mock_service(hass, "light", "turn_on")
     tool = await assist_tool_name(hass, "HassTurnOn")
@@ -218,7 +186,7 @@ async def test_two_models_keep_their_own_servers_and_keys(
     ollama_server: FakeOllamaServer,
 ) -> None:
     """Calls of one entry never change where another entry's calls go, or with which key."""
-    local = await _ollama_entry(hass, ollama_server)
+    local = await setup_ollama_entry(hass, ollama_server)
     for n in range(2):
         openai_server.add_text(f"Cloud {n}.")
         cloud = await conversation.async_converse(
@@ -241,8 +209,7 @@ async def test_ollama_errors_keep_their_meaning(
     hass: HomeAssistant, ollama_server: FakeOllamaServer
 ) -> None:
     """LiteLLM wraps every Ollama error as a connection error; the status still decides."""
-    assert await async_setup_component(hass, "homeassistant", {})
-    entry = await _ollama_entry(hass, ollama_server, model_retries=0)
+    entry = await setup_ollama_entry(hass, ollama_server, model_retries=0)
     ollama_server.add_error(404, "model 'llama3.2' not found, try pulling it first")
     result = await conversation.async_converse(
         hass, "Hi", None, Context(), agent_id=agent_entity_id(hass, entry)

@@ -6,55 +6,25 @@ OpenAI-compatible server gets instead (none of them), and the agent form's field
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
 from custom_components.langgraph_conversation.const import (
-    CONF_API_BASE,
     CONF_CONTEXT_WINDOW,
     CONF_KEEP_ALIVE,
-    CONF_MODEL,
     CONF_THINK,
-    DOMAIN,
     SUBENTRY_CONVERSATION,
 )
 from homeassistant import config_entries
 from homeassistant.components import conversation
-from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
-from homeassistant.setup import async_setup_component
 
 from .conftest import agent_entity_id
 from .fakes import FakeOllamaServer, FakeOpenAIServer
+from .helpers import setup_ollama_entry
 
 _OLLAMA_FIELDS = {CONF_CONTEXT_WINDOW, CONF_KEEP_ALIVE, CONF_THINK}
-
-
-async def _ollama_entry(
-    hass: HomeAssistant, server: FakeOllamaServer, **options: Any
-) -> MockConfigEntry:
-    assert await async_setup_component(hass, "homeassistant", {})
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        title="ollama_chat/llama3.2",
-        data={CONF_MODEL: "ollama_chat/llama3.2", CONF_API_BASE: server.base_url},
-        subentries_data=[
-            ConfigSubentryData(
-                data={**DEFAULT_AGENT_OPTIONS, **options},
-                subentry_type=SUBENTRY_CONVERSATION,
-                title="Local agent",
-                unique_id=None,
-            )
-        ],
-    )
-    entry.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
-    return entry
 
 
 async def _ask(hass: HomeAssistant, entry: MockConfigEntry, text: str = "Hello") -> str:
@@ -68,7 +38,7 @@ async def test_defaults_keep_the_model_loaded_in_a_sent_window(
     hass: HomeAssistant, ollama_server: FakeOllamaServer
 ) -> None:
     """An agent saved before these options existed gets Home Assistant's defaults."""
-    entry = await _ollama_entry(hass, ollama_server)
+    entry = await setup_ollama_entry(hass, ollama_server)
     ollama_server.add_text("Hi.")
     assert await _ask(hass, entry) == "Hi."
     request = ollama_server.requests[0]
@@ -82,7 +52,7 @@ async def test_defaults_keep_the_model_loaded_in_a_sent_window(
 async def test_chosen_options_are_sent(
     hass: HomeAssistant, ollama_server: FakeOllamaServer, think: str, sent: bool
 ) -> None:
-    entry = await _ollama_entry(
+    entry = await setup_ollama_entry(
         hass, ollama_server, **{CONF_CONTEXT_WINDOW: 6144, CONF_KEEP_ALIVE: 0, CONF_THINK: think}
     )
     ollama_server.add_text("Hi.")
@@ -102,7 +72,7 @@ async def test_the_window_is_bounded_by_the_model(
 ) -> None:
     """A window larger than the model holds is cut to its context length, asked once."""
     ollama_server.context_length = 4096
-    entry = await _ollama_entry(hass, ollama_server, **{CONF_CONTEXT_WINDOW: 32768})
+    entry = await setup_ollama_entry(hass, ollama_server, **{CONF_CONTEXT_WINDOW: 32768})
     for _ in range(2):
         ollama_server.add_text("Hi.")
         await _ask(hass, entry)
@@ -115,7 +85,7 @@ async def test_a_model_without_a_reported_length_keeps_the_configured_window(
 ) -> None:
     """/api/show without a context length (an older server) costs the bound only."""
     ollama_server.context_length = None
-    entry = await _ollama_entry(hass, ollama_server, **{CONF_CONTEXT_WINDOW: 16384})
+    entry = await setup_ollama_entry(hass, ollama_server, **{CONF_CONTEXT_WINDOW: 16384})
     ollama_server.add_text("Hi.")
     assert await _ask(hass, entry) == "Hi."
     assert ollama_server.paths.count("POST /api/show") == 1
@@ -146,14 +116,14 @@ async def test_the_form_shows_them_for_ollama_only(
     ollama_server: FakeOllamaServer,
 ) -> None:
     assert not _OLLAMA_FIELDS & await _agent_form(hass, setup_integration)
-    local = await _ollama_entry(hass, ollama_server)
+    local = await setup_ollama_entry(hass, ollama_server)
     assert await _agent_form(hass, local) >= _OLLAMA_FIELDS
 
 
 async def test_the_form_stores_whole_numbers(
     hass: HomeAssistant, ollama_server: FakeOllamaServer
 ) -> None:
-    entry = await _ollama_entry(hass, ollama_server)
+    entry = await setup_ollama_entry(hass, ollama_server)
     result = await hass.config_entries.subentries.async_init(
         (entry.entry_id, SUBENTRY_CONVERSATION), context={"source": config_entries.SOURCE_USER}
     )

@@ -21,32 +21,26 @@ from custom_components.langgraph_conversation.agent.window import (
     plan_turn,
     truncated,
 )
-from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
 from custom_components.langgraph_conversation.const import (
     CONF_AGENT_KIND,
-    CONF_API_BASE,
     CONF_CONTEXT_WINDOW,
     CONF_HISTORY_BUDGET,
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
     CONF_MEMORY,
-    CONF_MODEL,
     CONF_TOOL_CATEGORIES,
     DOMAIN,
     EVENT_ACTIVITY,
-    SUBENTRY_CONVERSATION,
 )
 from custom_components.langgraph_conversation.window_issue import issue_id
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
-from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import issue_registry as ir
-from homeassistant.setup import async_setup_component
 
 from .conftest import agent_entity_id
 from .fakes import FakeOllamaServer, ToolCall
-from .helpers import assist_tool_name
+from .helpers import assist_tool_name, setup_ollama_entry
 
 # -- the plan, without a server ------------------------------------------------------
 
@@ -165,27 +159,6 @@ def add_home(hass: HomeAssistant, count: int) -> None:
         async_expose_entity(hass, conversation.DOMAIN, entity_id, True)
 
 
-async def _entry(hass: HomeAssistant, server: FakeOllamaServer, **options: Any) -> MockConfigEntry:
-    assert await async_setup_component(hass, "homeassistant", {})
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        title="ollama_chat/llama3.2",
-        data={CONF_MODEL: "ollama_chat/llama3.2", CONF_API_BASE: server.base_url},
-        subentries_data=[
-            ConfigSubentryData(
-                data={**DEFAULT_AGENT_OPTIONS, **options},
-                subentry_type=SUBENTRY_CONVERSATION,
-                title="Local agent",
-                unique_id=None,
-            )
-        ],
-    )
-    entry.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
-    return entry
-
-
 async def _ask(
     hass: HomeAssistant, entry: MockConfigEntry, text: str, conversation_id: str | None = None
 ) -> str:
@@ -210,7 +183,7 @@ async def _tool_round(hass: HomeAssistant, entry: MockConfigEntry, server: FakeO
 async def test_a_large_home_fits_the_default_window(
     hass: HomeAssistant, ollama_server: FakeOllamaServer
 ) -> None:
-    entry = await _entry(hass, ollama_server)
+    entry = await setup_ollama_entry(hass, ollama_server)
     add_home(hass, 100)
     assert await _tool_round(hass, entry, ollama_server) == "Done."
     for n in range(3):
@@ -226,7 +199,7 @@ async def test_a_large_home_still_works_in_a_small_window(
 ) -> None:
     """4,096 tokens: the entity listing goes compact and optional tools go, as reported."""
     events = async_capture_events(hass, EVENT_ACTIVITY)
-    entry = await _entry(hass, ollama_server, **{CONF_CONTEXT_WINDOW: 4096})
+    entry = await setup_ollama_entry(hass, ollama_server, **{CONF_CONTEXT_WINDOW: 4096})
     add_home(hass, 100)
     assert await _tool_round(hass, entry, ollama_server) == "Done."
     assert {m.window for m in ollama_server.prompts} == {4096}
@@ -247,7 +220,7 @@ async def test_a_long_conversation_leaves_older_turns_out(
     hass: HomeAssistant, ollama_server: FakeOllamaServer
 ) -> None:
     """The thread keeps growing; each request carries the newest turns that fit."""
-    entry = await _entry(
+    entry = await setup_ollama_entry(
         hass,
         ollama_server,
         **{
@@ -276,7 +249,9 @@ async def test_a_long_conversation_leaves_older_turns_out(
 async def test_a_window_too_small_gets_one_sentence(
     hass: HomeAssistant, ollama_server: FakeOllamaServer
 ) -> None:
-    entry = await _entry(hass, ollama_server, **{CONF_CONTEXT_WINDOW: 2048, CONF_MAX_TOKENS: 1900})
+    entry = await setup_ollama_entry(
+        hass, ollama_server, **{CONF_CONTEXT_WINDOW: 2048, CONF_MAX_TOKENS: 1900}
+    )
     add_home(hass, 100)
     speech = await _ask(hass, entry, "Lights on")
     assert speech.startswith("This request does not fit the model's context window")
@@ -290,7 +265,7 @@ async def test_a_cut_prompt_raises_a_repair_issue(
     """A model whose tokenizer needs more tokens than the agent counted: Ollama cuts."""
     # Two characters per token (text in a script a small vocabulary splits finely).
     ollama_server.chars_per_token = 2.0
-    entry = await _entry(
+    entry = await setup_ollama_entry(
         hass,
         ollama_server,
         **{
@@ -327,7 +302,7 @@ async def test_a_cut_prompt_raises_a_repair_issue(
 async def test_no_issue_when_the_count_matches(
     hass: HomeAssistant, ollama_server: FakeOllamaServer
 ) -> None:
-    entry = await _entry(
+    entry = await setup_ollama_entry(
         hass,
         ollama_server,
         **{CONF_AGENT_KIND: "chatbot", CONF_CONTEXT_WINDOW: 2048, CONF_MAX_TOKENS: 64},
@@ -345,7 +320,7 @@ async def test_old_turns_are_summarised_within_the_window(
     hass: HomeAssistant, ollama_server: FakeOllamaServer
 ) -> None:
     """The history budget (4,000 by default) is held to what a small window leaves."""
-    entry = await _entry(
+    entry = await setup_ollama_entry(
         hass,
         ollama_server,
         **{CONF_AGENT_KIND: "chatbot", CONF_CONTEXT_WINDOW: 2048, CONF_MAX_TOKENS: 64},

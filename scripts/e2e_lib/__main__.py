@@ -62,6 +62,11 @@ STEPS = [
     Step(
         "(i) the brand icon is served and loads in the integration list and page", "brand", "brand"
     ),
+    Step(
+        "(j) Add integration → our form → 'Name and assign': each device's brand icon loads",
+        "name-assign",
+        "name_assign",
+    ),
 ]
 # LGC_E2E_ONLY=slug,slug runs only those steps (and the required ones), to work on a step.
 if only := {s for s in os.environ.get("LGC_E2E_ONLY", "").split(",") if s}:

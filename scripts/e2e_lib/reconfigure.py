@@ -23,7 +23,7 @@ class ReconfigureFailed(AssertionError):
     """The reconfigure walk did not end as a person would expect."""
 
 
-def _entry(page: Any, entry_id: str | None = None) -> dict[str, Any]:
+def standin_entry(page: Any, entry_id: str | None = None) -> dict[str, Any]:
     """The stand-in's entry (other steps may have added entries for other servers), or
     the entry `entry_id` once it is known (its title changes with the model)."""
     entries = call_ws(page, {"type": "config_entries/get", "domain": DOMAIN})
@@ -38,12 +38,17 @@ def _entry(page: Any, entry_id: str | None = None) -> dict[str, Any]:
     return found[0]
 
 
-def stored_model(ha: HomeAssistant, entry_id: str) -> str:
-    """The model in the entry's data, from its diagnostics (the key is redacted there)."""
+def stored_data(ha: HomeAssistant, entry_id: str) -> dict[str, Any]:
+    """The entry's data, from its diagnostics (the key is redacted there)."""
     response = request(ha.url(f"/api/diagnostics/config_entry/{entry_id}"), token=ha.token)
     if response.status != 200:
         raise ReconfigureFailed(f"diagnostics: HTTP {response.status} {response.body}")
-    return response.body["data"]["entry"]["data"]["model"]
+    return response.body["data"]["entry"]["data"]
+
+
+def stored_model(ha: HomeAssistant, entry_id: str) -> str:
+    """The model in the entry's data, from its diagnostics."""
+    return stored_data(ha, entry_id)["model"]
 
 
 def ask_agent(ha: HomeAssistant, agent_id: str, text: str) -> str:
@@ -59,7 +64,7 @@ def ask_agent(ha: HomeAssistant, agent_id: str, text: str) -> str:
 
 def reconfigure_model(page: Any, ha: HomeAssistant, agent_id: str) -> str:
     """Walk Reconfigure to NEW_MODEL; return what was seen."""
-    entry = _entry(page)
+    entry = standin_entry(page)
     if not entry.get("supports_reconfigure"):
         raise ReconfigureFailed(f"the entry does not offer Reconfigure: {entry}")
     before = stored_model(ha, entry["entry_id"])
@@ -107,10 +112,10 @@ def reconfigure_model(page: Any, ha: HomeAssistant, agent_id: str) -> str:
     # the diagnostics, changed with it. The stand-in's key is "offline-demo", which the
     # diagnostics redact wherever it appears, inside the model's name too.
     deadline = time.monotonic() + 30
-    reloaded = _entry(page, entry["entry_id"])
+    reloaded = standin_entry(page, entry["entry_id"])
     while reloaded["title"] != NEW_MODEL and time.monotonic() < deadline:
         time.sleep(0.5)
-        reloaded = _entry(page, entry["entry_id"])
+        reloaded = standin_entry(page, entry["entry_id"])
     if reloaded["title"] != NEW_MODEL:
         raise ReconfigureFailed(f"the entry is titled {reloaded['title']!r}, not {NEW_MODEL!r}")
     after = stored_model(ha, entry["entry_id"])
@@ -118,7 +123,7 @@ def reconfigure_model(page: Any, ha: HomeAssistant, agent_id: str) -> str:
         raise ReconfigureFailed(f"the entry's stored model is still {before!r}")
     while reloaded["state"] != "loaded" and time.monotonic() < deadline:
         time.sleep(0.5)
-        reloaded = _entry(page, entry["entry_id"])
+        reloaded = standin_entry(page, entry["entry_id"])
     if reloaded["state"] != "loaded":
         raise ReconfigureFailed(f"the entry is {reloaded['state']} after reconfiguring")
     deadline = time.monotonic() + 30

@@ -17,7 +17,14 @@ import traceback
 from typing import Any
 import urllib.request
 
-from .browser import PHONE, AssistDialog, call_ws, log_in
+from .brand import (
+    BRAND_ICON,
+    BRAND_PATH,
+    BrandTraffic,
+    loaded_brand_images,
+    serves_custom_brands,
+)
+from .browser import PHONE, VIEWPORT, AssistDialog, call_ws, log_in
 from .ha_api import PASSWORD, USERNAME, HomeAssistant
 from .local_model import (
     MODEL_ALIAS,
@@ -26,35 +33,14 @@ from .local_model import (
     read_port,
     window_sentence,
 )
+from .name_assign import add_entry_to_name_and_assign
 from .reconfigure import reconfigure_model
 
 DOMAIN = "langgraph_conversation"
 AGENT_ENTITY = "conversation.langgraph_offline_demo"
-# The brand icon the integration ships, and where Home Assistant 2026.3+ serves it (its
-# brands view reads custom_components/<domain>/brand/; older releases ask the brands CDN).
-BRAND_ICON = (
-    Path(__file__).resolve().parents[2] / "custom_components" / DOMAIN / "brand" / "icon.png"
-)
-BRAND_PATH = f"/api/brands/integration/{DOMAIN}/"
-SERVES_CUSTOM_BRANDS = (2026, 3)
-# Every <img> of the page, shadow roots included, whose address holds the fragment.
-BRAND_IMAGES_JS = """fragment => {
-  const found = [];
-  const walk = root => {
-    for (const el of root.querySelectorAll('*')) {
-      if (el.tagName === 'IMG' && el.src.includes(fragment)) {
-        found.push({src: el.src, complete: el.complete, width: el.naturalWidth});
-      }
-      if (el.shadowRoot) walk(el.shadowRoot);
-    }
-  };
-  walk(document);
-  return found;
-}"""
 LIGHT = "light.kitchen_lights"
 LOCK = "lock.front_door"
 MUST_BE_EXPOSED = (LIGHT, LOCK, "weather.demo_weather_south", "weather.demo_weather_north")
-DOMAIN = "langgraph_conversation"
 # The agent the local-model step adds: a chatbot (no tools: the tiny model cannot call any).
 LOCAL_AGENT_NAME = "Local SmolLM2"
 LOCAL_AGENT = "conversation.local_smollm2"
@@ -419,8 +405,7 @@ class Steps:
     def brand(self) -> str:
         """The brand icon: served at its address, and shown (loaded) where the UI lists us."""
         version = str(self.ha.config()["version"])
-        year, month = (int(part) for part in version.split(".")[:2])
-        if (year, month) < SERVES_CUSTOM_BRANDS:
+        if not serves_custom_brands(version):
             return f"Home Assistant {version} serves no custom brand images (2026.3 on): skipped"
         request = urllib.request.Request(
             self.ha.url(f"{BRAND_PATH}icon.png?placeholder=no"),
@@ -436,19 +421,31 @@ class Steps:
             f"/config/integrations/integration/{DOMAIN}",
         ):
             self.page.goto(self.ha.url(page))
-            deadline = time.monotonic() + 30
-            images: list[dict[str, Any]] = []
-            while time.monotonic() < deadline:
-                images = self.page.evaluate(BRAND_IMAGES_JS, BRAND_PATH)
-                if any(i["complete"] and i["width"] > 0 for i in images):
-                    break
-                self.page.wait_for_timeout(250)
-            loaded = [i for i in images if i["complete"] and i["width"] > 0]
+            loaded, images = loaded_brand_images(self.page.locator("body"))
             check(bool(loaded), f"{page}: no brand image of ours loaded (images: {images})")
             seen.append(f"{page}: {loaded[0]['width']}px wide")
         return f"{BRAND_PATH}icon.png served ({len(served)} bytes, = brand/icon.png); " + "; ".join(
             seen
         )
+
+    def name_assign(self) -> str:
+        """Add integration → our form → "Name and assign": every device's icon loads."""
+        version = str(self.ha.config()["version"])
+        if not serves_custom_brands(version):
+            return f"Home Assistant {version} serves no custom brand images (2026.3 on): skipped"
+        # A page of its own, with an empty cache and watched from the start, so every
+        # request for the icon is seen (the brand step's page may hold it cached). It
+        # starts logged in: the login's tokens are in the main page's local storage.
+        context = self.browser.new_context(
+            viewport=VIEWPORT, storage_state=self.page.context.storage_state()
+        )
+        page = context.new_page()
+        self.shot_page = page
+        traffic = BrandTraffic(page)
+        page.goto(self.ha.url("/"))
+        page.locator("home-assistant-main").wait_for(timeout=30_000)
+        shot = self.artifacts / f"{len(self.results) + 1:02d}-name-assign-dialog.png"
+        return add_entry_to_name_and_assign(page, self.ha, traffic, shot)
 
     def log_clean(self, log_path: Path | None) -> str:
         check(log_path is not None and log_path.exists(), f"no Home Assistant log at {log_path}")
