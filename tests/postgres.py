@@ -236,3 +236,18 @@ def postgres_database(postgres_server: PostgresServer, socket_enabled: None) -> 
 def postgres_url(postgres_server: PostgresServer, postgres_database: str) -> str:
     """The URL of a fresh database, as a user would type it into the options."""
     return postgres_server.url(postgres_database)
+
+
+# Runs a test whose `config_entry` (tests/conftest.py) is built here once per storage:
+# this machine's SQLite files, then a fresh PostgreSQL database.
+BOTH_BACKENDS = pytest.mark.parametrize(
+    "config_entry", ["sqlite", "postgresql"], indirect=True, ids=["sqlite", "postgresql"]
+)
+
+
+def storage_options(request: pytest.FixtureRequest) -> dict[str, str] | None:
+    """The entry options choosing the storage a BOTH_BACKENDS test runs with (None: the
+    default files, no options)."""
+    if getattr(request, "param", "sqlite") != "postgresql":
+        return None
+    return {"storage": "postgresql", "postgres_url": request.getfixturevalue("postgres_url")}

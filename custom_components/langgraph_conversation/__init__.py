@@ -58,7 +58,16 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     storage = await async_acquire_storage(hass, entry)
     # Critical effects of the agents' tool calls wait for a yes (tools/effects.py).
     entry.async_on_unload(EffectGate.acquire(hass).release_use)
-    if storage.threads is not None:
+    if storage.postgres is not None:
+        # LangGraph's PostgreSQL saver and store, links and ratings in the same database.
+        entry.runtime_data = AgentRuntime(
+            access,
+            storage.threads,
+            store=storage.memory,
+            links=storage.postgres.storage.links,
+            ratings=storage.postgres.storage.ratings,
+        )
+    elif storage.threads is not None:
         entry.runtime_data = AgentRuntime(
             access,
             storage.threads,

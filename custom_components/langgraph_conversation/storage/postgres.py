@@ -27,6 +27,14 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from .postgres_house import (
+    HouseSaver,
+    PostgresLinkStore,
+    PostgresRatingStore,
+    WordSearchStore,
+    create_tables,
+)
+
 # Seconds a connection attempt may take (an address that drops packets would otherwise
 # keep a Configure dialog waiting for minutes).
 CONNECT_TIMEOUT = 10
@@ -92,6 +100,10 @@ _SQLSTATE_PROBLEMS: dict[str, PostgresProblem] = {
     "3D000": PostgresProblem.DATABASE_MISSING,  # invalid_catalog_name
     "42501": PostgresProblem.PERMISSION_DENIED,  # insufficient_privilege
 }
+
+
+# What a failing database raises, for callers that cannot import psycopg themselves.
+ERRORS: tuple[type[BaseException], ...] = (psycopg.Error, PostgresUnavailable)
 
 
 def classify(error: BaseException) -> PostgresProblem:
@@ -163,13 +175,16 @@ async def _has_vector(connection: psycopg.AsyncConnection[dict[str, Any]]) -> bo
 
 @dataclass(slots=True)
 class PostgresStorage:
-    """LangGraph's saver and store on one connection pool to one database."""
+    """LangGraph's saver and store on one connection pool to one database, with our
+    links and ratings tables next to theirs (postgres_house.py)."""
 
     pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]
-    saver: AsyncPostgresSaver
-    store: AsyncPostgresStore
+    saver: HouseSaver
+    store: WordSearchStore
     # Whether the pgvector extension is in the database (vector search is possible).
     has_vector: bool
+    links: PostgresLinkStore
+    ratings: PostgresRatingStore
 
     @classmethod
     async def open(cls, url: str, *, index: PostgresIndexConfig | None = None) -> Self:
@@ -184,6 +199,7 @@ class PostgresStorage:
         try:
             try:
                 await AsyncPostgresSaver(connection).setup()
+                await create_tables(connection)
                 setup_store = AsyncPostgresStore(connection, index=index)
                 try:
                     await setup_store.setup()
@@ -206,12 +222,20 @@ class PostgresStorage:
         except psycopg.Error as err:
             await pool.close()
             raise _unavailable(err, url) from err
-        store = AsyncPostgresStore(pool, index=index)
-        return cls(pool, AsyncPostgresSaver(pool), store, has_vector)
+        store = WordSearchStore(pool, index=index)
+        return cls(
+            pool,
+            HouseSaver(pool),
+            store,
+            has_vector,
+            PostgresLinkStore(url, CONNECT_TIMEOUT),
+            PostgresRatingStore(pool),
+        )
 
     async def aclose(self) -> None:
         """Stops the store's batching and closes every connection of the pool."""
         await _stop_batching(self.store)
+        await self.links.aclose()
         await self.pool.close()
 
 
