@@ -77,6 +77,7 @@ async def test_files_move_to_postgres_and_back_without_loss(
     before = await hass.async_add_executor_job(_digest, folder)
     moved = await _migrate(hass, "to_postgresql")
     assert moved["threads"] == {"copied": 1, "already_there": 0}
+    assert moved["conversation_links"] == {"copied": 1, "already_there": 0}
     assert moved["checkpoints_copied"] >= 1
     assert moved["memories"]["copied"] == 2
     assert moved["memories"]["already_there"] == 0
@@ -87,6 +88,7 @@ async def test_files_move_to_postgres_and_back_without_loss(
     again = await _migrate(hass, "to_postgresql")
     assert again["threads"] == {"copied": 0, "already_there": 1}
     assert again["checkpoints_copied"] == 0
+    assert again["conversation_links"] == {"copied": 0, "already_there": 1}
     assert again["memories"]["copied"] == 0
     assert again["memories"]["already_there"] == 2
 
@@ -127,3 +129,43 @@ async def test_without_postgres_chosen_the_action_says_so(
     with pytest.raises(ServiceValidationError) as caught:
         await _migrate(hass, "to_postgresql")
     assert caught.value.translation_key == "postgres_not_chosen"
+
+
+async def test_a_satellites_recent_conversation_continues_after_the_move(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    postgres_url: str,
+) -> None:
+    """The links move too: a new wake word on the same satellite, right after the move,
+    continues the conversation it had on this machine's files."""
+    from homeassistant.helpers import device_registry as dr
+
+    kitchen = (
+        dr.async_get(hass)
+        .async_get_or_create(
+            config_entry_id=setup_integration.entry_id, identifiers={("test", "kitchen")}
+        )
+        .id
+    )
+
+    async def from_kitchen(text: str) -> None:
+        await conversation.async_converse(
+            hass,
+            text,
+            None,
+            Context(),
+            agent_id=agent_entity_id(hass, setup_integration),
+            device_id=kitchen,
+        )
+
+    openai_server.add_text("Sunny today.")
+    await from_kitchen("Weather today?")
+    await _choose_postgres(hass, setup_integration, postgres_url)
+    moved = await _migrate(hass, "to_postgresql")
+    assert moved["conversation_links"]["copied"] == 1
+    openai_server.add_text("Rain tomorrow.")
+    await from_kitchen("And tomorrow?")
+    said = _said(openai_server)
+    assert "Weather today?" in said
+    assert "And tomorrow?" in said

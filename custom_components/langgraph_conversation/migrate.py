@@ -19,7 +19,8 @@ from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
 from .const import DOMAIN, MEMORY_FILE, THREADS_FILE
 from .persistence import DATA_STORAGE
 from .storage.checkpointer import SqliteCheckpointSaver
-from .storage.copy import CopyCounts, copy_memories, copy_threads
+from .storage.copy import CopyCounts, copy_links, copy_memories, copy_threads
+from .storage.links import SqliteLinkStore
 from .storage.store import SqliteStore
 
 _LOGGER = logging.getLogger(__name__)
@@ -51,12 +52,15 @@ async def async_migrate(hass: HomeAssistant, direction: str) -> dict[str, Any]:
         try:
             memory = await SqliteStore.open(folder / MEMORY_FILE)
             try:
+                links = SqliteLinkStore(threads.database)
                 if direction == TO_POSTGRES:
                     memory.keep_reads_untouched()
                     await copy_threads(threads, postgres.saver, counts)
+                    await copy_links(links, postgres.links, counts)
                     await copy_memories(memory, postgres.store, counts)
                 else:
                     await copy_threads(postgres.saver, threads, counts)
+                    await copy_links(postgres.links, links, counts)
                     await copy_memories(postgres.store, memory, counts)
             finally:
                 await memory.aclose()

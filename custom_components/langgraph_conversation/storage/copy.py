@@ -13,7 +13,7 @@ again after an interruption finishes the rest and a second run copies nothing.
 
 The target's own retention applies to what arrives (PostgreSQL's saver keeps the newest
 checkpoints per thread, as configured). Memories arrive with the copy's time as their
-time; conversation links and answer ratings are not copied.
+time; conversation links are copied (a link already there is kept), answer ratings are not.
 """
 
 from __future__ import annotations
@@ -38,12 +38,18 @@ class CopyCounts:
     checkpoints_copied: int = 0
     memories_copied: int = 0
     memories_already_there: int = 0
+    links_copied: int = 0
+    links_already_there: int = 0
     namespaces: set[tuple[str, ...]] = field(default_factory=set)
 
     def as_response(self) -> dict[str, Any]:
         return {
             "threads": {"copied": self.threads_copied, "already_there": self.threads_already_there},
             "checkpoints_copied": self.checkpoints_copied,
+            "conversation_links": {
+                "copied": self.links_copied,
+                "already_there": self.links_already_there,
+            },
             "memories": {
                 "copied": self.memories_copied,
                 "already_there": self.memories_already_there,
@@ -108,3 +114,22 @@ async def copy_memories(source: BaseStore, target: BaseStore, counts: CopyCounts
                     continue
                 await target.aput(namespace, item.key, item.value)
                 counts.memories_copied += 1
+
+
+async def copy_links(source: Any, target: Any, counts: CopyCounts) -> None:
+    """Every conversation link (which conversation continues which thread) of `source` into
+    `target`'s table, unless that conversation has a link there already; both are link
+    stores (storage/links.py, storage/postgres_house.py)."""
+    rows = await source.read(lambda table: table.all_rows())
+
+    def add(table: Any) -> int:
+        added = 0
+        for agent, party, conversation, thread, last_used in rows:
+            if table.thread_of(agent, party, conversation) is None:
+                table.put(agent, party, conversation, thread, last_used)
+                added += 1
+        return added
+
+    added = await target.write(add)
+    counts.links_copied += added
+    counts.links_already_there += len(rows) - added

@@ -317,6 +317,16 @@ class _LinkTable:
     def forget_thread(self, thread_id: str) -> None:
         self._connection.execute(f"DELETE FROM {LINKS_TABLE} WHERE thread_id = %s", (thread_id,))
 
+    def all_rows(self) -> list[tuple[str, str, str, str, float]]:
+        """Every link as (agent, party, conversation id, thread id, last used), for a copy."""
+        rows = self._connection.execute(
+            f"SELECT agent_id, party, conversation_id, thread_id, last_used FROM {LINKS_TABLE}"
+        ).fetchall()
+        return [
+            (r["agent_id"], r["party"], r["conversation_id"], r["thread_id"], r["last_used"])
+            for r in rows
+        ]
+
 
 class PostgresLinkStore:
     """Transactions over lgc_conversation_links (agent/threads.py's LinkStore).
