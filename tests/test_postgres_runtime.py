@@ -198,3 +198,46 @@ async def test_unusable_database_is_a_repair_and_the_agent_answers(
     openai_server.add_text("You said hi.")
     await _ask(hass, entry, "What did I say?", first.conversation_id)
     assert "Hi" in [text_of(m) for m in messages_of(openai_server.requests[-1], "user")]
+
+
+async def test_database_gone_mid_use_the_answer_continues_and_nothing_is_lost(
+    hass: HomeAssistant,
+    openai_server: FakeOpenAIServer,
+    agent_options: dict[str, Any],
+    postgres_server: PostgresServer,
+    postgres_database: str,
+    postgres_url: str,
+) -> None:
+    """The database refuses the integration's connections in the middle of use: the turn
+    is answered (conversations go on in memory), a repair issue says so without the
+    password, and once it is back a reload finds what was stored before."""
+    entry = _entry(openai_server.api_base, agent_options, _postgres(postgres_url))
+    await _set_up(hass, entry)
+    openai_server.add_text("Nice to meet you, Ada.")
+    before = await _ask(hass, entry, "My name is Ada.")
+
+    def refuse(limit: int) -> None:
+        postgres_server.sql(f"ALTER DATABASE {postgres_database} CONNECTION LIMIT {limit}")
+        postgres_server.sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            f" WHERE datname = '{postgres_database}' AND pid <> pg_backend_pid()"
+        )
+
+    await hass.async_add_executor_job(refuse, 0)
+    openai_server.add_text("Still here.")
+    during = await _ask(hass, entry, "Are you there?")
+    assert during.response.speech["plain"]["speech"] == "Still here."
+    issue = ir.async_get(hass).async_get_issue(DOMAIN, "postgres_unavailable")
+    assert issue is not None
+    assert APP_PASSWORD not in str(issue.translation_placeholders)
+
+    await hass.async_add_executor_job(
+        postgres_server.sql, f"ALTER DATABASE {postgres_database} CONNECTION LIMIT -1"
+    )
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert hass.data[DATA_STORAGE].postgres is not None
+    openai_server.add_text("You are Ada.")
+    await _ask(hass, entry, "Who am I?", before.conversation_id)
+    said = [text_of(m) for m in messages_of(openai_server.requests[-1], "user")]
+    assert "My name is Ada." in said

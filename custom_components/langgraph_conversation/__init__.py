@@ -79,6 +79,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         entry.runtime_data = AgentRuntime(
             access, memory_checkpointer(), store=storage.memory, max_threads=MAX_THREADS_IN_MEMORY
         )
+    entry.runtime_data.storage_errors = storage.errors
     entry.runtime_data.on_storage_error = partial(report_threads_failure, hass)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     # Now every module (the platforms', the providers' the warm-up loaded) has its logger.

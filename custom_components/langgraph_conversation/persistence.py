@@ -414,7 +414,23 @@ async def _async_maintain(hass: HomeAssistant, shared: SharedStorage) -> None:
 
 @callback
 def report_threads_failure(hass: HomeAssistant, error: Exception) -> None:
-    """The conversations file failed while in use: say so; a reload tries it again."""
+    """The conversations file (or database) failed while in use: say so; a reload tries it
+    again."""
+    shared = hass.data.get(DATA_STORAGE)
+    if shared is not None and shared.postgres is not None:
+        ir.async_create_issue(
+            hass,
+            DOMAIN,
+            POSTGRES_ISSUE,
+            is_fixable=False,
+            severity=ir.IssueSeverity.ERROR,
+            translation_key=POSTGRES_ISSUE,
+            translation_placeholders={
+                "problem": "failed",
+                "error": shared.postgres.storage.describe(error),
+            },
+        )
+        return
     _report(hass, THREADS_ISSUE, Path(hass.config.path(DOMAIN, THREADS_FILE)), error)
 
 

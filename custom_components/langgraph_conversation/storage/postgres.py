@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Self
 from urllib.parse import unquote, urlsplit
@@ -185,6 +185,8 @@ class PostgresStorage:
     has_vector: bool
     links: PostgresLinkStore
     ratings: PostgresRatingStore
+    # A secret: never in a log line, a message or a repr.
+    url: str = field(repr=False, default="")
 
     @classmethod
     async def open(cls, url: str, *, index: PostgresIndexConfig | None = None) -> Self:
@@ -230,7 +232,12 @@ class PostgresStorage:
             has_vector,
             PostgresLinkStore(url, CONNECT_TIMEOUT),
             PostgresRatingStore(pool),
+            url,
         )
+
+    def describe(self, error: BaseException) -> str:
+        """A failure's message without the URL's password."""
+        return str(_unavailable(error, self.url))
 
     async def aclose(self) -> None:
         """Stops the store's batching and closes every connection of the pool."""
