@@ -190,7 +190,7 @@ class SharedStorage:
         """The exceptions the open storage raises when its database fails."""
         if self.postgres is None:
             return (sqlite3.Error,)
-        return (sqlite3.Error, *self.postgres.ERRORS)
+        return (sqlite3.Error, *self.postgres.errors)
 
     async def async_apply(self, hass: HomeAssistant) -> None:
         """Combine the entries' settings and apply them to the open files."""
@@ -334,7 +334,7 @@ class _OpenPostgres:
     """PostgreSQL storage and its module (loaded only once PostgreSQL is chosen)."""
 
     storage: Any
-    ERRORS: tuple[type[BaseException], ...]
+    errors: tuple[type[BaseException], ...]
 
 
 async def _async_open_postgres(hass: HomeAssistant, shared: SharedStorage, url: str) -> None:
