@@ -26,7 +26,12 @@ from homeassistant.core import HomeAssistant
 from homeassistant.setup import async_setup_component
 
 from .fakes import FakeOllamaServer, FakeOpenAIServer
-from .postgres import postgres_database, postgres_server, postgres_url  # noqa: F401
+from .postgres import (  # noqa: F401
+    postgres_database,
+    postgres_server,
+    postgres_url,
+    storage_options,
+)
 
 TEST_MODEL = "gpt-test"
 TEST_KEY = "sk-test-0123456789abcdef"
@@ -119,10 +124,20 @@ def add_test_entry(
 
 @pytest.fixture
 def config_entry(
-    hass: HomeAssistant, openai_server: FakeOpenAIServer, agent_options: dict[str, Any]
+    hass: HomeAssistant,
+    openai_server: FakeOpenAIServer,
+    agent_options: dict[str, Any],
+    request: pytest.FixtureRequest,
 ) -> MockConfigEntry:
-    """A config entry for the OpenAI-compatible fake, with one conversation agent."""
-    return add_test_entry(hass, openai_server.api_base, agent_options)
+    """A config entry for the OpenAI-compatible fake, with one conversation agent.
+
+    Its storage is this machine's files, or a fresh PostgreSQL database for tests marked
+    with tests/postgres.py's BOTH_BACKENDS.
+    """
+    entry = add_test_entry(hass, openai_server.api_base, agent_options)
+    if (options := storage_options(request)) is not None:
+        hass.config_entries.async_update_entry(entry, options=options)
+    return entry
 
 
 @pytest.fixture

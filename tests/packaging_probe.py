@@ -29,7 +29,9 @@ DOMAIN = "langgraph_conversation"
 
 # Modules whose packages Home Assistant installs only when the user chooses what needs
 # them (PostgreSQL, const.POSTGRES_REQUIREMENTS): a bare install does not have them.
-ON_DEMAND = {f"custom_components.{DOMAIN}.storage.postgres"}
+ON_DEMAND = {
+    f"custom_components.{DOMAIN}.storage.{name}" for name in ("postgres", "postgres_house")
+}
 
 
 def import_every_module() -> list[str]:

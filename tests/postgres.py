@@ -6,6 +6,11 @@ directory in a temporary folder, listening on a Unix socket in that folder and o
 127.0.0.1 (the connection tests need TCP: TLS and passwords), and stops it when the
 session ends, whatever happened. Each test that asks for a database gets a fresh one.
 
+pg_ctl starts the server detached from pytest, so a pytest that is killed (SIGKILL, an
+out-of-memory kill) would leave it running. A watchdog process started with it waits for
+pytest's end and then stops the server and removes its folder; it is itself stopped when
+the session ends normally (tests/test_postgres_watchdog.py kills a pytest-like parent).
+
 Where no PostgreSQL is installed (a run outside scripts/test's environment) the tests that
 need it are skipped with the reason; inside it (LGC_POSTGRES_REQUIRED=1) they fail instead,
 so a broken installation cannot pass as a skip.
@@ -20,7 +25,9 @@ import os
 from pathlib import Path
 import random
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from urllib.parse import quote
 
@@ -133,12 +140,66 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"no PostgreSQL server could be provisioned: {reason}")
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """One PostgreSQL server for the whole session, stopped and removed at its end."""
+class ServerUnavailable(Exception):
+    """No PostgreSQL could be started here (the reason is the message)."""
+
+
+# The watchdog: a separate interpreter that notices its parent's end (it is re-parented,
+# so getppid() changes) and then stops the server and removes its folder. Plain Python,
+# no import of this package: it runs when everything else is gone.
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+parent, pg_ctl, data, root, user = sys.argv[1:6]
+while os.getppid() == int(parent):
+    time.sleep(0.2)
+subprocess.run([pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"], user=user or None,
+               capture_output=True, check=False, timeout=60)
+shutil.rmtree(root, ignore_errors=True)
+"""
+
+
+@dataclass(slots=True)
+class RunningServer:
+    """A started server, its folder and its watchdog; `stop` ends all three."""
+
+    server: PostgresServer
+    root: Path
+    watchdog: subprocess.Popen[bytes]
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    def stop(self) -> None:
+        # The watchdog goes first (by its own pid): it must not act on a later server.
+        self.watchdog.send_signal(signal.SIGKILL)
+        self.watchdog.wait(timeout=60)
+        subprocess.run(
+            [
+                str(self.server.bin_dir / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ],
+            user=_server_user(),
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_server() -> RunningServer:
+    """Initialise a data folder, start a server on a free port with its watchdog and the
+    test roles; raises ServerUnavailable with the reason when that is not possible."""
     bin_dir = _bin_dir()
     if bin_dir is None:
-        _unavailable("Debian's postgresql package is not installed (/usr/lib/postgresql/*/bin)")
+        raise ServerUnavailable(
+            "Debian's postgresql package is not installed (/usr/lib/postgresql/*/bin)"
+        )
     root = Path(tempfile.mkdtemp(prefix="lgc-postgres-"))
     if user := _server_user():
         shutil.chown(root, user)
@@ -150,69 +211,100 @@ def postgres_server() -> Iterator[PostgresServer]:
     port = 0
     started = False
     try:
-        try:
-            _run(
-                [
-                    str(bin_dir / "initdb"),
-                    "-D",
-                    str(data),
-                    "-U",
-                    "postgres",
-                    "-E",
-                    "UTF8",
-                    "--no-locale",
-                    "--auth-local=trust",
-                    "--auth-host=scram-sha-256",
-                    f"--pwfile={password_file}",
-                ]
-            )
-            for port in _ports():
-                # Durability is not under test: no fsync keeps the shared disk calm.
-                options = f"-k {root} -h 127.0.0.1 -p {port} -c fsync=off -c ssl=off"
-                try:
-                    _run(
-                        [
-                            str(bin_dir / "pg_ctl"),
-                            "-D",
-                            str(data),
-                            "-l",
-                            str(root / "server.log"),
-                            "-o",
-                            options,
-                            "-w",
-                            "-t",
-                            "60",
-                            "start",
-                        ]
-                    )
-                except RuntimeError:
-                    if "already in use" in _log_tail(root):
-                        continue
-                    raise
-                started = True
-                break
-            if not started:
-                _unavailable(f"no free port after {_PORT_ATTEMPTS} tries")
-        except (RuntimeError, OSError, subprocess.TimeoutExpired) as err:
-            _unavailable(f"{err}; server log: {_log_tail(root)}")
-        server = PostgresServer(port, root, bin_dir, has_vector=False)
+        _run(
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                f"--pwfile={password_file}",
+            ]
+        )
+        for port in _ports():
+            # Durability is not under test: no fsync keeps the shared disk calm.
+            options = f"-k {root} -h 127.0.0.1 -p {port} -c fsync=off -c ssl=off"
+            try:
+                _run(
+                    [
+                        str(bin_dir / "pg_ctl"),
+                        "-D",
+                        str(data),
+                        "-l",
+                        str(root / "server.log"),
+                        "-o",
+                        options,
+                        "-w",
+                        "-t",
+                        "60",
+                        "start",
+                    ]
+                )
+            except RuntimeError:
+                if "already in use" in _log_tail(root):
+                    continue
+                raise
+            started = True
+            break
+        if not started:
+            raise ServerUnavailable(f"no free port after {_PORT_ATTEMPTS} tries")
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as err:
+        shutil.rmtree(root, ignore_errors=True)
+        raise ServerUnavailable(f"{err}; server log: {_log_tail(root)}") from err
+    except ServerUnavailable:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    watchdog = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _WATCHDOG,
+            str(os.getpid()),
+            str(bin_dir / "pg_ctl"),
+            str(data),
+            str(root),
+            user or "",
+        ],
+        # No pipe of pytest's stays open through it (a runner reading pytest's output
+        # would wait for the watchdog too).
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        # Its own session: a Ctrl-C meant for pytest must not end it before pytest.
+        start_new_session=True,
+    )
+    running = RunningServer(PostgresServer(port, root, bin_dir, has_vector=False), root, watchdog)
+    try:
+        server = running.server
         server.sql(f"CREATE ROLE {APP_ROLE} LOGIN PASSWORD '{APP_PASSWORD}'")
         server.sql(f"CREATE ROLE {GUEST_ROLE} LOGIN PASSWORD '{GUEST_PASSWORD}'")
         # The guest may connect to this database but not create tables in it (since
         # PostgreSQL 15 only the owner creates in the public schema).
         server.sql(f"CREATE DATABASE {LOCKED_DATABASE}")
         available = server.sql("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")
-        yield PostgresServer(port, root, bin_dir, has_vector=available == "1")
+    except BaseException:
+        running.stop()
+        raise
+    running.server = PostgresServer(port, root, bin_dir, has_vector=available == "1")
+    return running
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole session, stopped and removed at its end."""
+    try:
+        running = start_server()
+    except ServerUnavailable as err:
+        _unavailable(str(err))
+    try:
+        yield running.server
     finally:
-        if started:
-            subprocess.run(
-                [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
-                user=_server_user(),
-                capture_output=True,
-                check=False,
-                timeout=60,
-            )
-        shutil.rmtree(root, ignore_errors=True)
+        running.stop()
 
 
 _databases = itertools.count()
@@ -236,3 +328,18 @@ def postgres_database(postgres_server: PostgresServer, socket_enabled: None) -> 
 def postgres_url(postgres_server: PostgresServer, postgres_database: str) -> str:
     """The URL of a fresh database, as a user would type it into the options."""
     return postgres_server.url(postgres_database)
+
+
+# Runs a test whose `config_entry` (tests/conftest.py) is built here once per storage:
+# this machine's SQLite files, then a fresh PostgreSQL database.
+BOTH_BACKENDS = pytest.mark.parametrize(
+    "config_entry", ["sqlite", "postgresql"], indirect=True, ids=["sqlite", "postgresql"]
+)
+
+
+def storage_options(request: pytest.FixtureRequest) -> dict[str, str] | None:
+    """The entry options choosing the storage a BOTH_BACKENDS test runs with (None: the
+    default files, no options)."""
+    if getattr(request, "param", "sqlite") != "postgresql":
+        return None
+    return {"storage": "postgresql", "postgres_url": request.getfixturevalue("postgres_url")}

@@ -68,9 +68,10 @@ def _with_extras(requirement: str) -> set[str]:
 # Modules whose packages Home Assistant installs only when the user chooses what needs
 # them (PostgreSQL), never with the manifest: their imports are declared there instead.
 ON_DEMAND = {
-    "custom_components/langgraph_conversation/storage/postgres.py": set().union(
+    f"custom_components/langgraph_conversation/storage/{module}.py": set().union(
         *(_with_extras(r) for r in POSTGRES_REQUIREMENTS)
-    ),
+    )
+    for module in ("postgres", "postgres_house")
 }
 
 

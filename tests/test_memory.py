@@ -15,6 +15,7 @@ from homeassistant.setup import async_setup_component
 from .conftest import agent_entity_id
 from .fakes import FakeOpenAIServer, ToolCall
 from .helpers import messages_of, text_of
+from .postgres import BOTH_BACKENDS
 
 
 async def _ask(hass: HomeAssistant, entry: MockConfigEntry, text: str, user_id: str | None):
@@ -29,6 +30,7 @@ def _system(server: FakeOpenAIServer, index: int) -> str:
     return users[-2] if len(users) > 1 and users[-2].startswith(NOTE_HEADER) else ""
 
 
+@BOTH_BACKENDS
 async def test_memories_are_per_person_and_recalled_into_the_prompt(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
@@ -66,15 +68,17 @@ async def test_memories_are_per_person_and_recalled_into_the_prompt(
     )
 
 
+@BOTH_BACKENDS
 async def test_memory_survives_reload_and_can_be_forgotten(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
-    """Memories live in memory.db under the config directory."""
+    """Memories live in memory.db under the config directory, or in PostgreSQL."""
     openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": "Dinner is at seven"})])
     openai_server.add_text("Noted.")
     await _ask(hass, setup_integration, "Dinner is at seven, remember that", None)
     memory_file = Path(hass.config.path("langgraph_conversation", "memory.db"))
-    assert await hass.async_add_executor_job(memory_file.is_file)
+    on_postgres = "postgres_url" in setup_integration.options
+    assert await hass.async_add_executor_job(memory_file.is_file) is not on_postgres
     assert await hass.config_entries.async_reload(setup_integration.entry_id)
     await hass.async_block_till_done()
 

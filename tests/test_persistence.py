@@ -38,6 +38,7 @@ from homeassistant.setup import async_setup_component
 from .conftest import TEST_KEY, agent_entity_id
 from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from .helpers import assist_tool_name, text_of
+from .postgres import BOTH_BACKENDS
 
 
 async def _ask(hass: HomeAssistant, entry: MockConfigEntry, text: str, conversation_id: str | None):
@@ -54,14 +55,18 @@ async def _reload(hass: HomeAssistant, entry: MockConfigEntry) -> None:
     await hass.async_block_till_done()
 
 
+@BOTH_BACKENDS
 async def test_conversation_continues_after_reload(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
-    """The same conversation id picks up the thread from threads.db."""
+    """The same conversation id picks up the thread from threads.db (or PostgreSQL)."""
     openai_server.add_text("Nice to meet you, Ada.")
     first = await _ask(hass, setup_integration, "My name is Ada.", None)
     threads_db = Path(hass.config.path("langgraph_conversation", "threads.db"))
-    assert await hass.async_add_executor_job(threads_db.is_file)
+    on_postgres = hass.data[DATA_STORAGE].postgres is not None
+    assert on_postgres is ("postgres_url" in setup_integration.options)
+    # With PostgreSQL nothing is written under the configuration directory.
+    assert await hass.async_add_executor_job(threads_db.is_file) is not on_postgres
     await _reload(hass, setup_integration)
 
     openai_server.add_text("You are Ada.")
@@ -74,6 +79,7 @@ async def test_conversation_continues_after_reload(
     ]
 
 
+@BOTH_BACKENDS
 async def test_confirmation_pending_across_reload(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
@@ -136,6 +142,7 @@ def _said(request: dict) -> list[str]:
     ]
 
 
+@BOTH_BACKENDS
 async def test_continue_recent_conversation_window(
     hass: HomeAssistant,
     setup_integration: MockConfigEntry,
@@ -323,6 +330,7 @@ async def test_differing_options_combine_towards_keeping_more(
     await hass.async_block_till_done()
     shared = hass.data[DATA_STORAGE]
     assert shared.settings.as_diagnostics() == {
+        "storage": "sqlite",
         "checkpoints_kept_per_conversation": 7,
         "delete_conversations_idle_days": 60,
         "embeddings": True,
@@ -362,6 +370,7 @@ def test_combining_no_entries_gives_the_defaults() -> None:
     assert combine_settings([]) == StorageSettings(checkpoints_kept=3, thread_idle_days=30)
 
 
+@BOTH_BACKENDS
 @pytest.mark.parametrize(("idle_days", "deleted"), [(30, 1), (0, 0)])
 async def test_idle_conversations_are_deleted_unless_never(
     hass: HomeAssistant,
@@ -373,16 +382,23 @@ async def test_idle_conversations_are_deleted_unless_never(
 ) -> None:
     """A conversation idle for 400 days goes with 30 days, and stays with 0 (never)."""
     hass.config_entries.async_update_entry(
-        setup_integration, options={CONF_CHECKPOINTS_KEPT: 3, CONF_THREAD_IDLE_DAYS: idle_days}
+        setup_integration,
+        options={
+            **setup_integration.options,
+            CONF_CHECKPOINTS_KEPT: 3,
+            CONF_THREAD_IDLE_DAYS: idle_days,
+        },
     )
     await hass.async_block_till_done()
     openai_server.add_text("Hello.")
     await _ask(hass, setup_integration, "Hi", None)
-    freezer.tick(timedelta(days=400))
     shared = hass.data[DATA_STORAGE]
+    assert (await shared.threads.stats())["threads"] == 1
+    freezer.tick(timedelta(days=400))
     assert await shared.async_expire_threads() == deleted
-    path = Path(hass.config.path("langgraph_conversation", "threads.db"))
-    assert len(await hass.async_add_executor_job(_checkpoints_per_thread, path)) == 1 - deleted
+    stats = await shared.threads.stats()
+    assert stats["threads"] == 1 - deleted
+    assert stats["conversation_links"] == 1 - deleted
 
 
 async def test_expired_memory_items_are_swept_by_maintenance(

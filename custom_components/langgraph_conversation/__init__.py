@@ -58,7 +58,16 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     storage = await async_acquire_storage(hass, entry)
     # Critical effects of the agents' tool calls wait for a yes (tools/effects.py).
     entry.async_on_unload(EffectGate.acquire(hass).release_use)
-    if storage.threads is not None:
+    if storage.postgres is not None:
+        # LangGraph's PostgreSQL saver and store, links and ratings in the same database.
+        entry.runtime_data = AgentRuntime(
+            access,
+            storage.threads,
+            store=storage.memory,
+            links=storage.postgres.storage.links,
+            ratings=storage.postgres.storage.ratings,
+        )
+    elif storage.threads is not None:
         entry.runtime_data = AgentRuntime(
             access,
             storage.threads,
@@ -70,6 +79,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         entry.runtime_data = AgentRuntime(
             access, memory_checkpointer(), store=storage.memory, max_threads=MAX_THREADS_IN_MEMORY
         )
+    entry.runtime_data.storage_errors = storage.errors
     entry.runtime_data.on_storage_error = partial(report_threads_failure, hass)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     # Now every module (the platforms', the providers' the warm-up loaded) has its logger.

@@ -81,10 +81,12 @@ from .const import (
     CONF_MEMORY,
     CONF_MODEL,
     CONF_MODEL_RETRIES,
+    CONF_POSTGRES_URL,
     CONF_PROMPT,
     CONF_REQUEST_TIMEOUT,
     CONF_SAFETY_CHECK,
     CONF_SEARCH_KNOWLEDGE,
+    CONF_STORAGE,
     CONF_TEMPERATURE,
     CONF_THINK,
     CONF_THREAD_IDLE_DAYS,
@@ -101,6 +103,8 @@ from .const import (
     MAX_KEEP_ALIVE,
     MAX_THREAD_IDLE_DAYS,
     MIN_CONTEXT_WINDOW,
+    STORAGE_POSTGRES,
+    STORAGE_SQLITE,
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
     THINK_DEFAULT,
@@ -109,6 +113,7 @@ from .const import (
     THREAD_IDLE_DAYS,
     VALIDATION_TIMEOUT,
 )
+from .postgres_packages import PostgresNotInstalled, async_load_postgres
 from .profile import AGENT_DEFAULTS, NEW_AGENT_OPTIONS
 from .tools import TOOLS
 
@@ -643,6 +648,17 @@ class AITaskSubentryFlow(_OptionsSubentryFlow):
 
 STORAGE_SCHEMA = vol.Schema(
     {
+        vol.Required(CONF_STORAGE, default=STORAGE_SQLITE): SelectSelector(
+            SelectSelectorConfig(
+                options=[STORAGE_SQLITE, STORAGE_POSTGRES],
+                translation_key=CONF_STORAGE,
+                mode=SelectSelectorMode.LIST,
+            )
+        ),
+        # The URL usually holds a password: typed like one, never shown back in full.
+        vol.Optional(CONF_POSTGRES_URL): TextSelector(
+            TextSelectorConfig(type=TextSelectorType.PASSWORD)
+        ),
         vol.Required(CONF_CHECKPOINTS_KEPT, default=CHECKPOINTS_KEPT_PER_THREAD): NumberSelector(
             NumberSelectorConfig(
                 min=1, max=MAX_CHECKPOINTS_KEPT, step=1, mode=NumberSelectorMode.BOX
@@ -668,8 +684,9 @@ STORAGE_SCHEMA = vol.Schema(
 )
 
 
-def _storage_options(user_input: Mapping[str, Any]) -> dict[str, Any]:
-    """Whole numbers as ints, trimmed text, no empty optional fields."""
+def _storage_options(user_input: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:
+    """Whole numbers as ints, trimmed text, no empty optional fields; an empty URL field
+    keeps the stored URL (the form never shows it back)."""
     options: dict[str, Any] = {
         CONF_CHECKPOINTS_KEPT: int(user_input[CONF_CHECKPOINTS_KEPT]),
         CONF_THREAD_IDLE_DAYS: int(user_input[CONF_THREAD_IDLE_DAYS]),
@@ -677,7 +694,33 @@ def _storage_options(user_input: Mapping[str, Any]) -> dict[str, Any]:
     for key in (CONF_EMBEDDING_MODEL, CONF_EMBEDDING_API_KEY, CONF_EMBEDDING_API_BASE):
         if value := (user_input.get(key) or "").strip():
             options[key] = value
+    # Only a PostgreSQL choice keeps a URL: a secret is not stored where it is not used.
+    if user_input.get(CONF_STORAGE) == STORAGE_POSTGRES:
+        options[CONF_STORAGE] = STORAGE_POSTGRES
+        url = (user_input.get(CONF_POSTGRES_URL) or "").strip()
+        options[CONF_POSTGRES_URL] = url or stored.get(CONF_POSTGRES_URL, "")
     return options
+
+
+async def _postgres_error(hass: HomeAssistant, url: str) -> str | None:
+    """Install PostgreSQL's packages if missing and connect once; the flow error key or None.
+
+    Each failure has its own key (refused, password, database, rights, TLS). The log line
+    never holds the URL's password (storage/postgres.py removes it from every message).
+    """
+    if not url:
+        return "postgres_url_missing"
+    try:
+        postgres = await async_load_postgres(hass)
+    except PostgresNotInstalled as err:
+        _LOGGER.error("Could not install the PostgreSQL packages: %s", err)
+        return "postgres_install_failed"
+    try:
+        await postgres.check_connection(url)
+    except postgres.PostgresUnavailable as err:
+        _LOGGER.info("Could not use PostgreSQL (%s): %s", err.problem, err)
+        return f"postgres_{err.problem}"
+    return None
 
 
 async def _embedding_error(
@@ -702,7 +745,8 @@ async def _embedding_error(
 
 
 class StorageOptionsFlow(OptionsFlow):
-    """Options of a model access entry: conversation retention and the embedding model.
+    """Options of a model access entry: where conversations and memories are kept (this
+    machine's SQLite files or PostgreSQL), their retention and the embedding model.
 
     The storage files are shared by all entries; how differing options combine is
     described in persistence.py. Saving reloads the entry (its update listener).
@@ -712,9 +756,11 @@ class StorageOptionsFlow(OptionsFlow):
         """One form; an embedding model is checked with one real request."""
         errors: dict[str, str] = {}
         if user_input is not None:
-            options = _storage_options(user_input)
+            options = _storage_options(user_input, self.config_entry.options)
             error = None
-            if CONF_EMBEDDING_MODEL in options:
+            if options.get(CONF_STORAGE) == STORAGE_POSTGRES:
+                error = await _postgres_error(self.hass, options[CONF_POSTGRES_URL])
+            if error is None and CONF_EMBEDDING_MODEL in options:
                 error = await _embedding_error(self.hass, self.config_entry, options)
             if error is None:
                 return self.async_create_entry(data=options)
@@ -723,7 +769,13 @@ class StorageOptionsFlow(OptionsFlow):
             step_id="init",
             data_schema=self.add_suggested_values_to_schema(
                 STORAGE_SCHEMA,
-                user_input if user_input is not None else self.config_entry.options,
+                {
+                    key: value
+                    for key, value in (
+                        user_input if user_input is not None else self.config_entry.options
+                    ).items()
+                    if key != CONF_POSTGRES_URL
+                },
             ),
             errors=errors,
         )

@@ -110,6 +110,13 @@ POSTGRES_REQUIREMENTS: Final = [
     "psycopg[binary,pool]==3.3.9",
 ]
 MAX_THREAD_IDLE_DAYS: Final = 3650
+# Where conversations and memories are kept (entry option): this machine's SQLite files,
+# or a PostgreSQL database at a connection URL (a secret: it usually holds a password).
+# Entries share one storage: the earliest added entry that chooses PostgreSQL decides.
+CONF_STORAGE: Final = "storage"
+STORAGE_SQLITE: Final = "sqlite"
+STORAGE_POSTGRES: Final = "postgresql"
+CONF_POSTGRES_URL: Final = "postgres_url"
 # Seconds one embedding request may take before search goes on with full text only.
 EMBEDDING_TIMEOUT: Final = 10
 # Memories given a vector per backfill run (at start and every 6 hours), 32 per request.

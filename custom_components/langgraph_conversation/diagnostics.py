@@ -1,8 +1,8 @@
 """Diagnostics: configuration, versions, storage settings and counts.
 
-No secrets (API keys of the chat and the embedding model are redacted, and so are the
-credentials inside any URL, such as a base URL's password or `?api_key=`, however deep
-in the agents' role sections), no conversation text, no memory.
+No secrets (API keys of the chat and the embedding model and the PostgreSQL URL are
+redacted, and so are the credentials inside any URL, such as a base URL's password or
+`?api_key=`, however deep in the agents' role sections), no conversation text, no memory.
 """
 
 from __future__ import annotations
@@ -15,10 +15,17 @@ from homeassistant.core import HomeAssistant
 
 from . import LangGraphConfigEntry
 from .agent.redaction import redact_data
-from .const import CONF_API_KEY, CONF_BASE_PROMPT, CONF_EMBEDDING_API_KEY, CONF_PROMPT
+from .const import (
+    CONF_API_KEY,
+    CONF_BASE_PROMPT,
+    CONF_EMBEDDING_API_KEY,
+    CONF_POSTGRES_URL,
+    CONF_PROMPT,
+)
 from .persistence import DATA_STORAGE
 
-TO_REDACT = {CONF_API_KEY, CONF_EMBEDDING_API_KEY}
+# The PostgreSQL URL goes whole: besides its password it names the host and the user.
+TO_REDACT = {CONF_API_KEY, CONF_EMBEDDING_API_KEY, CONF_POSTGRES_URL}
 # What people wrote for an agent: shown as its length only.
 _TEXTS = {CONF_PROMPT, CONF_BASE_PROMPT}
 _PACKAGES = ("litellm", "langchain-litellm", "langgraph", "langchain-core", "pypdf")

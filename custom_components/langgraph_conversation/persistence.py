@@ -16,7 +16,15 @@ Settings (the "Configure" options of each model access entry) apply to the share
 so differing values combine, always towards keeping more:
 - checkpoints kept per conversation: the largest value of the loaded entries;
 - conversations idle for N days are deleted: the largest N, and 0 (never) beats any N;
-- embedding model: that of the earliest added entry that sets one (Home Assistant's order).
+- embedding model: that of the earliest added entry that sets one (Home Assistant's order);
+- PostgreSQL instead of the files: the URL of the earliest added entry that chooses it.
+
+With PostgreSQL, LangGraph's official saver and store (storage/postgres.py) take the files'
+place; its packages are installed on demand (postgres_packages.py). A database that cannot
+be opened is a repair issue, and the agents answer without memories, keeping conversations
+in memory, as with a file that cannot be opened. When the combined choice changes while
+storage is open (an entry's options changed), the storage is opened anew and the other
+entries are reloaded so that every agent uses the same one.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from datetime import datetime, timedelta
 import logging
 from pathlib import Path
 import sqlite3
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from homeassistant.config_entries import ConfigEntry, ConfigEntryState
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP
@@ -50,14 +58,18 @@ from .const import (
     CONF_EMBEDDING_API_KEY,
     CONF_EMBEDDING_MODEL,
     CONF_MODEL,
+    CONF_POSTGRES_URL,
+    CONF_STORAGE,
     CONF_THREAD_IDLE_DAYS,
     DOMAIN,
     EMBEDDING_BACKFILL_LIMIT,
     EMBEDDING_TIMEOUT,
     MEMORY_FILE,
+    STORAGE_POSTGRES,
     THREAD_IDLE_DAYS,
     THREADS_FILE,
 )
+from .postgres_packages import PostgresNotInstalled, async_load_postgres
 from .storage.checkpointer import SqliteCheckpointSaver
 from .storage.sqlite import SqliteDatabase
 from .storage.store import SqliteStore
@@ -72,6 +84,7 @@ MEMORY_ISSUE = "memory_unavailable"
 MEMORY_FAILED_ISSUE = "memory_failed"
 THREADS_ISSUE = "threads_unavailable"
 RESTORED_ISSUE = "storage_restored"
+POSTGRES_ISSUE = "postgres_unavailable"
 # How often idle threads and expired memory items are deleted, and memories without a
 # vector get one.
 _MAINTENANCE_INTERVAL = timedelta(hours=6)
@@ -86,6 +99,8 @@ class StorageSettings:
     thread_idle_days: int = THREAD_IDLE_DAYS
     # How to reach the embedding model; None searches memories by their words only.
     embedding: ModelAccess | None = None
+    # PostgreSQL's connection URL (a secret) when chosen; None keeps the SQLite files.
+    postgres_url: str | None = field(default=None, repr=False)
 
     @classmethod
     def of_entry(cls, entry: ConfigEntry) -> StorageSettings:
@@ -106,11 +121,17 @@ class StorageSettings:
             checkpoints_kept=int(options.get(CONF_CHECKPOINTS_KEPT, CHECKPOINTS_KEPT_PER_THREAD)),
             thread_idle_days=int(options.get(CONF_THREAD_IDLE_DAYS, THREAD_IDLE_DAYS)),
             embedding=embedding,
+            postgres_url=(
+                options.get(CONF_POSTGRES_URL) or None
+                if options.get(CONF_STORAGE) == STORAGE_POSTGRES
+                else None
+            ),
         )
 
     def as_diagnostics(self) -> dict[str, object]:
         """The effective settings without any key or address."""
         return {
+            "storage": "postgresql" if self.postgres_url else "sqlite",
             "checkpoints_kept_per_conversation": self.checkpoints_kept,
             "delete_conversations_idle_days": self.thread_idle_days or "never",
             "embeddings": self.embedding is not None,
@@ -131,6 +152,7 @@ def combine_settings(ordered: Sequence[StorageSettings]) -> StorageSettings:
         checkpoints_kept=max(settings.checkpoints_kept for settings in ordered),
         thread_idle_days=0 if 0 in idle_days else max(idle_days),
         embedding=next((s.embedding for s in ordered if s.embedding is not None), None),
+        postgres_url=next((s.postgres_url for s in ordered if s.postgres_url), None),
     )
 
 
@@ -138,8 +160,13 @@ def combine_settings(ordered: Sequence[StorageSettings]) -> StorageSettings:
 class SharedStorage:
     """Open storage, the entries using it and their combined settings."""
 
-    memory: SqliteStore | None = None
-    threads: SqliteCheckpointSaver | None = None
+    # SQLite's file classes, or LangGraph's PostgreSQL store and saver (storage/postgres.py).
+    memory: Any = None
+    threads: Any = None
+    # The open PostgreSQL storage (its pool, links and ratings), when PostgreSQL is used.
+    postgres: Any = None
+    # The URL the storage was last opened for (None: the SQLite files).
+    opened_for: str | None = None
     # Each entry's own settings; `settings` is their combination.
     entries: dict[str, StorageSettings] = field(default_factory=dict)
     settings: StorageSettings = field(default_factory=StorageSettings)
@@ -156,12 +183,19 @@ class SharedStorage:
         cutoff = dt_util.utcnow() - timedelta(days=days)
         try:
             removed = await self.threads.adelete_threads_idle_since(cutoff)
-        except sqlite3.Error as err:
+        except self.errors as err:
             _LOGGER.warning("Could not delete idle conversations: %s", err)
             return 0
         if removed:
             _LOGGER.info("Deleted %d conversations idle for %d days", removed, days)
         return removed
+
+    @property
+    def errors(self) -> tuple[type[BaseException], ...]:
+        """The exceptions the open storage raises when its database fails."""
+        if self.postgres is None:
+            return (sqlite3.Error,)
+        return (sqlite3.Error, *self.postgres.errors)
 
     async def async_sweep_memories(self) -> int:
         """Delete stored items whose time to live ran out; how many went.
@@ -171,9 +205,11 @@ class SharedStorage:
         """
         if self.memory is None:
             return 0
+        # LangGraph's PostgreSQL store has its own sweep; ours is the SQLite store's.
+        sweep = self.memory.sweep_ttl if self.postgres is not None else self.memory.asweep_expired
         try:
-            return await self.memory.asweep_expired()
-        except sqlite3.Error as err:
+            return await sweep()
+        except self.errors as err:
             _LOGGER.warning("Could not delete expired memory items: %s", err)
             return 0
 
@@ -187,7 +223,8 @@ class SharedStorage:
         self.settings = combine_settings([self.entries[entry_id] for entry_id in ordered])
         if self.threads is not None:
             self.threads.keep_last = self.settings.checkpoints_kept
-        if self.memory is None:
+        if self.memory is None or self.postgres is not None:
+            # LangGraph's store takes its vector index when it opens; not configured here.
             return
         wanted = self.settings.embedding
         in_use = self._embedder.access if self._embedder and self.memory.embedding_model else None
@@ -211,7 +248,7 @@ class SharedStorage:
     @callback
     def async_start_backfill(self, hass: HomeAssistant) -> None:
         """Give memories without a vector of the current model one, in the background."""
-        if self.memory is None or self.memory.embedding_model is None:
+        if self.memory is None or self.postgres is not None or self.memory.embedding_model is None:
             return
         if self._backfill is not None and not self._backfill.done():
             return
@@ -238,6 +275,10 @@ class SharedStorage:
         if self._cancel_stop_listener is not None:
             self._cancel_stop_listener()
             self._cancel_stop_listener = None
+        await self.async_close_storage()
+
+    async def async_close_storage(self) -> None:
+        """Close the files or the database (idempotent); the entries stay registered."""
         backfill, self._backfill = self._backfill, None
         if backfill is not None and not backfill.done():
             backfill.cancel()
@@ -245,6 +286,10 @@ class SharedStorage:
                 await backfill
         memory, self.memory = self.memory, None
         threads, self.threads = self.threads, None
+        postgres, self.postgres = self.postgres, None
+        if postgres is not None:
+            await postgres.storage.aclose()
+            return
         if memory is not None:
             await memory.aclose()
         if threads is not None:
@@ -305,8 +350,54 @@ def _watch(hass: HomeAssistant, database: SqliteDatabase, failed_issue: str | No
         database.on_recovery = lambda: ir.async_delete_issue(hass, DOMAIN, failed_issue)
 
 
+@dataclass(slots=True)
+class _OpenPostgres:
+    """PostgreSQL storage and its module (loaded only once PostgreSQL is chosen)."""
+
+    storage: Any
+    errors: tuple[type[BaseException], ...]
+
+
+async def _async_open_postgres(hass: HomeAssistant, shared: SharedStorage, url: str) -> None:
+    """Open LangGraph's PostgreSQL saver and store; on failure a repair issue names why
+    (never the URL: only the problem and libpq's message without the password)."""
+    try:
+        postgres = await async_load_postgres(hass)
+    except PostgresNotInstalled as err:
+        problem, message = "not_installed", str(err)
+    else:
+        try:
+            storage = await postgres.PostgresStorage.open(url)
+        except postgres.PostgresUnavailable as err:
+            problem, message = str(err.problem), str(err)
+        else:
+            ir.async_delete_issue(hass, DOMAIN, POSTGRES_ISSUE)
+            storage.saver.keep_last = shared.settings.checkpoints_kept
+            shared.postgres = _OpenPostgres(storage, postgres.ERRORS)
+            shared.threads = storage.saver
+            shared.memory = storage.store
+            return
+    _LOGGER.error("PostgreSQL is unavailable (%s), continuing without it: %s", problem, message)
+    ir.async_create_issue(
+        hass,
+        DOMAIN,
+        POSTGRES_ISSUE,
+        is_fixable=False,
+        severity=ir.IssueSeverity.ERROR,
+        translation_key=POSTGRES_ISSUE,
+        translation_placeholders={"problem": problem, "error": message},
+    )
+
+
 async def _async_open_missing(hass: HomeAssistant, shared: SharedStorage) -> None:
     """Open the files that are not open, and reopen those closed after damage."""
+    # What was chosen, whether or not it opens (a failing database is retried at the next
+    # setup, not switched away from).
+    shared.opened_for = shared.settings.postgres_url
+    if url := shared.settings.postgres_url:
+        if shared.postgres is None:
+            await _async_open_postgres(hass, shared, url)
+        return
     if shared.memory is None:
         shared.memory = await _async_open(hass, MEMORY_FILE, MEMORY_ISSUE, SqliteStore.open)
         if shared.memory is not None:
@@ -345,7 +436,23 @@ async def _async_maintain(hass: HomeAssistant, shared: SharedStorage) -> None:
 
 @callback
 def report_threads_failure(hass: HomeAssistant, error: Exception) -> None:
-    """The conversations file failed while in use: say so; a reload tries it again."""
+    """The conversations file (or database) failed while in use: say so; a reload tries it
+    again."""
+    shared = hass.data.get(DATA_STORAGE)
+    if shared is not None and shared.postgres is not None:
+        ir.async_create_issue(
+            hass,
+            DOMAIN,
+            POSTGRES_ISSUE,
+            is_fixable=False,
+            severity=ir.IssueSeverity.ERROR,
+            translation_key=POSTGRES_ISSUE,
+            translation_placeholders={
+                "problem": "failed",
+                "error": shared.postgres.storage.describe(error),
+            },
+        )
+        return
     _report(hass, THREADS_ISSUE, Path(hass.config.path(DOMAIN, THREADS_FILE)), error)
 
 
@@ -395,11 +502,24 @@ async def async_acquire_storage(hass: HomeAssistant, entry: ConfigEntry) -> Shar
             )
         shared.entries[entry.entry_id] = StorageSettings.of_entry(entry)
         await shared.async_apply(hass)
+        if not first and shared.opened_for != shared.settings.postgres_url:
+            await _async_switch(hass, shared, entry)
         await _async_open_missing(hass, shared)
         await shared.async_apply(hass)
         if first:
             await _async_maintain(hass, shared)
         return shared
+
+
+async def _async_switch(hass: HomeAssistant, shared: SharedStorage, entry: ConfigEntry) -> None:
+    """The storage choice changed while open: close it (it opens anew for `entry`) and
+    reload the other entries, whose agents hold the storage that was open."""
+    _LOGGER.info("The storage choice changed; opening it anew and reloading the other entries")
+    await shared.async_close_storage()
+    ir.async_delete_issue(hass, DOMAIN, POSTGRES_ISSUE)
+    for entry_id in shared.entries:
+        if entry_id != entry.entry_id:
+            hass.config_entries.async_schedule_reload(entry_id)
 
 
 async def async_release_storage(hass: HomeAssistant, entry: ConfigEntry) -> None:

@@ -7,7 +7,8 @@ Conversations hold what people said, so exporting or clearing one needs an admin
 A conversation id is resolved exactly as a turn resolves it (agent/threads.py): the
 thread of that conversation for the caller (their user, no device), or for the device
 and/or user the call names, following the same links.
-Reading an agent's documents again (reindex_knowledge) needs an administrator too.
+Reading an agent's documents again (reindex_knowledge) needs an administrator too, and so
+does copying all conversations and memories between storages (migrate_storage).
 
 A `user_id` must name a Home Assistant user, or one whose memories are still stored (a
 removed user's, so they can still be listed and cleared): anything else (a name, a typo,
@@ -43,6 +44,7 @@ from .agent.memory import HOUSEHOLD, MEMORY_ROOT, person_label
 from .agent.runtime import AgentRuntime
 from .agent.text import clean_text, storable_key
 from .const import DOMAIN, EVENT_ACTIVITY, SUBENTRY_CONVERSATION
+from .migrate import DIRECTIONS, async_migrate
 from .parties import party_of_action
 from .persistence import DATA_STORAGE
 from .profile import agent_profile
@@ -61,6 +63,7 @@ ATTR_DEVICE_ID = "device_id"
 ATTR_RATING = "rating"
 ATTR_TURN = "turn"
 ATTR_COMMENT = "comment"
+ATTR_DIRECTION = "direction"
 
 _WHOSE = {
     vol.Optional(ATTR_USER_ID): cv.string,
@@ -302,6 +305,12 @@ async def _reindex_knowledge(hass: HomeAssistant, call: ServiceCall) -> ServiceR
 
 
 @callback
+async def _migrate_storage(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
+    """Copying every conversation and memory (migrate.py) is for an administrator."""
+    await _require_admin(hass, call)
+    return await async_migrate(hass, call.data[ATTR_DIRECTION])
+
+
 def async_register_services(hass: HomeAssistant) -> None:
     """Register the integration's actions."""
 
@@ -355,6 +364,13 @@ def async_register_services(hass: HomeAssistant) -> None:
                 vol.Optional(ATTR_COMMENT): vol.All(cv.string, vol.Length(max=1000)),
             }
         ),
+        SupportsResponse.OPTIONAL,
+    )
+    register(
+        DOMAIN,
+        "migrate_storage",
+        bind(_migrate_storage),
+        vol.Schema({vol.Required(ATTR_DIRECTION): vol.In(DIRECTIONS)}),
         SupportsResponse.OPTIONAL,
     )
     register(

@@ -153,6 +153,9 @@ class AgentRuntime:
         self.storage_failed = False
         # Told once when that happens (the integration raises a repair issue).
         self.on_storage_error: Callable[[Exception], None] | None = None
+        # What the conversations' storage raises when it fails (SQLite's; PostgreSQL's
+        # driver adds its own): such a failure moves conversations to memory.
+        self.storage_errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
         # Turns running now (their tasks, and a future set when each turn is over), and
         # whether the runtime is closing (see aclose).
         self._running: dict[asyncio.Task[Any], asyncio.Future[None]] = {}
@@ -249,7 +252,7 @@ class AgentRuntime:
         """
         try:
             return await self.links.write(lambda table: choose_thread(table, request, now))
-        except sqlite3.Error as err:
+        except self.storage_errors as err:
             self._continue_in_memory(err)
             return await self.links.write(lambda table: choose_thread(table, request, now))
 
@@ -683,7 +686,7 @@ class AgentRuntime:
                 if (task := asyncio.current_task()) is not None:
                     task.uncancel()
                 raise TurnError("unloading", "stopped while unloading") from None
-            if isinstance(err, sqlite3.Error):
+            if isinstance(err, self.storage_errors):
                 raise _StorageFailure(err) from err
             if isinstance(err, AnswerLimitExceeded):
                 raise TurnError(err.kind, err.detail) from None

@@ -95,6 +95,15 @@ class SqliteLinkTable:
     def forget_thread(self, thread_id: str) -> None:
         delete_links_of_threads(self._connection, [thread_id])
 
+    def all_rows(self) -> list[tuple[str, str, str, str, float]]:
+        """Every link as (agent, party, conversation id, thread id, last used), for a copy."""
+        return [
+            tuple(row)
+            for row in self._connection.execute(
+                f"SELECT agent_id, party, conversation_id, thread_id, last_used FROM {TABLE}"
+            )
+        ]
+
 
 class SqliteLinkStore:
     """Transactions over the link table of an open threads.db."""

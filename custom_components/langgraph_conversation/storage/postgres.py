@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Self
 from urllib.parse import unquote, urlsplit
@@ -26,6 +26,14 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
+
+from .postgres_house import (
+    HouseSaver,
+    PostgresLinkStore,
+    PostgresRatingStore,
+    WordSearchStore,
+    create_tables,
+)
 
 # Seconds a connection attempt may take (an address that drops packets would otherwise
 # keep a Configure dialog waiting for minutes).
@@ -92,6 +100,10 @@ _SQLSTATE_PROBLEMS: dict[str, PostgresProblem] = {
     "3D000": PostgresProblem.DATABASE_MISSING,  # invalid_catalog_name
     "42501": PostgresProblem.PERMISSION_DENIED,  # insufficient_privilege
 }
+
+
+# What a failing database raises, for callers that cannot import psycopg themselves.
+ERRORS: tuple[type[BaseException], ...] = (psycopg.Error, PostgresUnavailable)
 
 
 def classify(error: BaseException) -> PostgresProblem:
@@ -163,13 +175,18 @@ async def _has_vector(connection: psycopg.AsyncConnection[dict[str, Any]]) -> bo
 
 @dataclass(slots=True)
 class PostgresStorage:
-    """LangGraph's saver and store on one connection pool to one database."""
+    """LangGraph's saver and store on one connection pool to one database, with our
+    links and ratings tables next to theirs (postgres_house.py)."""
 
     pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]
-    saver: AsyncPostgresSaver
-    store: AsyncPostgresStore
+    saver: HouseSaver
+    store: WordSearchStore
     # Whether the pgvector extension is in the database (vector search is possible).
     has_vector: bool
+    links: PostgresLinkStore
+    ratings: PostgresRatingStore
+    # A secret: never in a log line, a message or a repr.
+    url: str = field(repr=False, default="")
 
     @classmethod
     async def open(cls, url: str, *, index: PostgresIndexConfig | None = None) -> Self:
@@ -184,6 +201,7 @@ class PostgresStorage:
         try:
             try:
                 await AsyncPostgresSaver(connection).setup()
+                await create_tables(connection)
                 setup_store = AsyncPostgresStore(connection, index=index)
                 try:
                     await setup_store.setup()
@@ -206,12 +224,25 @@ class PostgresStorage:
         except psycopg.Error as err:
             await pool.close()
             raise _unavailable(err, url) from err
-        store = AsyncPostgresStore(pool, index=index)
-        return cls(pool, AsyncPostgresSaver(pool), store, has_vector)
+        store = WordSearchStore(pool, index=index)
+        return cls(
+            pool,
+            HouseSaver(pool),
+            store,
+            has_vector,
+            PostgresLinkStore(url, CONNECT_TIMEOUT),
+            PostgresRatingStore(pool),
+            url,
+        )
+
+    def describe(self, error: BaseException) -> str:
+        """A failure's message without the URL's password."""
+        return str(_unavailable(error, self.url))
 
     async def aclose(self) -> None:
         """Stops the store's batching and closes every connection of the pool."""
         await _stop_batching(self.store)
+        await self.links.aclose()
         await self.pool.close()
 
 

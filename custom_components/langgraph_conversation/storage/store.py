@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 import json
 import logging
+import math
 from pathlib import Path
 import re
 import sqlite3
@@ -317,6 +318,11 @@ class SqliteStore(BaseStore):
                 ", ".join(f"{namespace} ({count})" for namespace, count in evicted.items()),
             )
         return results
+
+    def keep_reads_untouched(self) -> None:
+        """From now on reads do not mark items as used: for a copy that must leave the file
+        exactly as it was (storage/copy.py)."""
+        self._reads_untouched_until = math.inf
 
     async def _read_without_touching(
         self, ops: list[Op], vectors: dict[int, np.ndarray], model: str

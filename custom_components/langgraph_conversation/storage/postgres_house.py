@@ -1,0 +1,371 @@
+"""What our SQLite files offer beyond LangGraph's interfaces, on LangGraph's PostgreSQL saver
+and store: checkpoints kept per thread, idle expiry, conversation links, ratings, searching
+memories by their words without a vector index, and sizes for diagnostics.
+
+The saver and the store stay LangGraph's own classes (subclassed, every LangGraph method
+untouched but the two named below). Our two tables live next to theirs, prefixed `lgc_`.
+The SQL on LangGraph's tables reads their columns only (thread_id, checkpoint_ns,
+checkpoint_id, the checkpoint's `ts` and `channel_versions`, the store's prefix and value),
+which tests/storage/test_postgres_house.py checks against the installed version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from datetime import datetime
+import re
+import threading
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.store.base import SearchItem
+from langgraph.store.postgres.aio import AsyncPostgresStore
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+LINKS_TABLE = "lgc_conversation_links"
+RATINGS_TABLE = "lgc_answer_ratings"
+
+SCHEMA = (
+    f"""CREATE TABLE IF NOT EXISTS {LINKS_TABLE} (
+        agent_id TEXT NOT NULL,
+        party TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        last_used DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (agent_id, party, conversation_id))""",
+    f"CREATE INDEX IF NOT EXISTS {LINKS_TABLE}_recent"
+    f" ON {LINKS_TABLE} (agent_id, party, last_used)",
+    f"CREATE INDEX IF NOT EXISTS {LINKS_TABLE}_by_thread ON {LINKS_TABLE} (thread_id)",
+    f"""CREATE TABLE IF NOT EXISTS {RATINGS_TABLE} (
+        thread_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        rating TEXT NOT NULL,
+        comment TEXT NOT NULL,
+        rated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (thread_id, message_id))""",
+)
+
+type Pool = AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]
+
+
+async def create_tables(connection: psycopg.AsyncConnection[dict[str, Any]]) -> None:
+    """Our tables, created if missing (autocommit: each statement on its own)."""
+    for statement in SCHEMA:
+        await connection.execute(statement)
+
+
+class HouseSaver(AsyncPostgresSaver):
+    """LangGraph's PostgreSQL saver that keeps the newest `keep_last` checkpoints per thread."""
+
+    keep_last: int | None = None
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        saved = await super().aput(config, checkpoint, metadata, new_versions)
+        if self.keep_last is not None:
+            configurable = saved["configurable"]
+            await self._keep_newest(
+                configurable["thread_id"], configurable.get("checkpoint_ns", ""), self.keep_last
+            )
+        return saved
+
+    async def _keep_newest(self, thread_id: str, namespace: str, keep: int) -> None:
+        """Older checkpoints of the thread go, with their writes and the values no kept
+        checkpoint refers to (a pending confirmation lives in the newest one's writes)."""
+        pool: Pool = self.conn  # type: ignore[assignment]
+        async with pool.connection() as connection, connection.transaction():
+            cursor = await connection.execute(
+                "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s"
+                " AND checkpoint_id NOT IN (SELECT checkpoint_id FROM checkpoints"
+                "  WHERE thread_id = %s AND checkpoint_ns = %s"
+                "  ORDER BY checkpoint_id DESC LIMIT %s)",
+                (thread_id, namespace, thread_id, namespace, keep),
+            )
+            if not cursor.rowcount:
+                return
+            await connection.execute(
+                "DELETE FROM checkpoint_writes AS w WHERE w.thread_id = %s"
+                " AND w.checkpoint_ns = %s AND NOT EXISTS (SELECT 1 FROM checkpoints AS c"
+                "  WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns"
+                "  AND c.checkpoint_id = w.checkpoint_id)",
+                (thread_id, namespace),
+            )
+            await connection.execute(
+                "DELETE FROM checkpoint_blobs AS b WHERE b.thread_id = %s"
+                " AND b.checkpoint_ns = %s AND NOT EXISTS (SELECT 1 FROM checkpoints AS c"
+                "  WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns"
+                "  AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)",
+                (thread_id, namespace),
+            )
+
+    async def adelete_threads_idle_since(self, cutoff: datetime) -> int:
+        """Delete threads whose newest checkpoint is older than `cutoff`, with their links
+        and ratings; links unused since then go too. How many threads went."""
+        pool: Pool = self.conn  # type: ignore[assignment]
+        # Checkpoint times are ISO 8601 in UTC, which sort as text.
+        stamp = cutoff.isoformat()
+        async with pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT thread_id FROM checkpoints GROUP BY thread_id"
+                " HAVING max(checkpoint ->> 'ts') < %s",
+                (stamp,),
+            )
+            idle = [row["thread_id"] for row in await cursor.fetchall()]
+        for thread_id in idle:
+            await self.adelete_thread(thread_id)
+        async with pool.connection() as connection, connection.transaction():
+            await connection.execute(
+                f"DELETE FROM {LINKS_TABLE} WHERE thread_id = ANY(%s) OR last_used < %s",
+                (idle, cutoff.timestamp()),
+            )
+            await connection.execute(
+                f"DELETE FROM {RATINGS_TABLE} WHERE thread_id = ANY(%s)", (idle,)
+            )
+        return len(idle)
+
+    async def stats(self) -> dict[str, Any]:
+        """Counts for diagnostics, never contents."""
+        pool: Pool = self.conn  # type: ignore[assignment]
+        async with pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT"
+                " (SELECT count(DISTINCT thread_id) FROM checkpoints) AS threads,"
+                " (SELECT count(*) FROM checkpoints) AS checkpoints,"
+                " (SELECT count(*) FROM checkpoint_writes) AS writes,"
+                " (SELECT count(*) FROM checkpoint_blobs) AS blobs,"
+                f" (SELECT count(*) FROM {LINKS_TABLE}) AS conversation_links,"
+                f" (SELECT count(*) FROM {RATINGS_TABLE} WHERE rating = 'up') AS answers_rated_up,"
+                f" (SELECT count(*) FROM {RATINGS_TABLE} WHERE rating = 'down')"
+                "  AS answers_rated_down"
+            )
+            row = await cursor.fetchone()
+        return {"backend": "postgresql", **(row or {})}
+
+
+_WORD = re.compile(r"\w+")
+
+
+class WordSearchStore(AsyncPostgresStore):
+    """LangGraph's PostgreSQL store; without a vector index a search with a query finds
+    items by their words (LangGraph's store ignores the query then and lists items)."""
+
+    async def asearch(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        if not query or self.index_config or filter:
+            return await super().asearch(
+                namespace_prefix,
+                query=query,
+                filter=filter,
+                limit=limit,
+                offset=offset,
+                refresh_ttl=refresh_ttl,
+            )
+        words = list(dict.fromkeys(word.lower() for word in _WORD.findall(query)))
+        if not words:
+            return []
+        return await self._search_words(namespace_prefix, words, limit, offset)
+
+    async def _search_words(
+        self, namespace_prefix: tuple[str, ...], words: list[str], limit: int, offset: int
+    ) -> list[SearchItem]:
+        """Items in the namespace with any of the words, ranked by PostgreSQL's full text
+        rank over every string in the value ('simple': no language, no stemming)."""
+        prefix = ".".join(namespace_prefix)
+        pattern = _like_literal(prefix) + ".%"
+        pool: Pool = self.conn  # type: ignore[assignment]
+        async with pool.connection() as connection:
+            cursor = await connection.execute(
+                "WITH q AS (SELECT to_tsquery('simple', %s) AS query)"
+                " SELECT prefix, key, value, created_at, updated_at,"
+                "  ts_rank(jsonb_to_tsvector('simple', value, '[\"string\"]'), q.query) AS score"
+                " FROM store, q"
+                " WHERE (prefix = %s OR prefix LIKE %s ESCAPE '\\')"
+                "  AND jsonb_to_tsvector('simple', value, '[\"string\"]') @@ q.query"
+                " ORDER BY score DESC, updated_at DESC LIMIT %s OFFSET %s",
+                (" | ".join(_lexeme(word) for word in words), prefix, pattern, limit, offset),
+            )
+            rows = await cursor.fetchall()
+        return [
+            SearchItem(
+                namespace=tuple(row["prefix"].split(".")),
+                key=row["key"],
+                value=row["value"],
+                created_at=row["created_at"],
+                updated_at=row["updated_at"],
+                score=float(row["score"]),
+            )
+            for row in rows
+        ]
+
+    async def stats(self) -> dict[str, Any]:
+        """Counts for diagnostics, never contents."""
+        pool: Pool = self.conn  # type: ignore[assignment]
+        async with pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT count(*) AS items, count(DISTINCT prefix) AS namespaces FROM store"
+            )
+            row = await cursor.fetchone()
+        return {
+            "backend": "postgresql",
+            **(row or {}),
+            "vector_index": self.index_config is not None,
+        }
+
+
+def _like_literal(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _lexeme(word: str) -> str:
+    """A word as a quoted tsquery lexeme (\\w+ holds no quote, escaped all the same)."""
+    return "'" + word.replace("'", "''") + "'"
+
+
+class PostgresRatingStore:
+    """Ratings of answers in lgc_answer_ratings (agent/feedback.py's RatingStore)."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    async def rate(
+        self, thread_id: str, message_id: str, rating: str, comment: str, now: float
+    ) -> None:
+        async with self._pool.connection() as connection:
+            await connection.execute(
+                f"INSERT INTO {RATINGS_TABLE} (thread_id, message_id, rating, comment, rated_at)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (thread_id, message_id)"
+                " DO UPDATE SET rating = excluded.rating, comment = excluded.comment,"
+                " rated_at = excluded.rated_at",
+                (thread_id, message_id, rating, comment, now),
+            )
+
+    async def of_thread(self, thread_id: str) -> dict[str, dict[str, str]]:
+        async with self._pool.connection() as connection:
+            cursor = await connection.execute(
+                f"SELECT message_id, rating, comment FROM {RATINGS_TABLE} WHERE thread_id = %s",
+                (thread_id,),
+            )
+            rows = await cursor.fetchall()
+        return {
+            row["message_id"]: {"rating": row["rating"], "comment": row["comment"]} for row in rows
+        }
+
+
+class _LinkTable:
+    """The link table through one open transaction (agent/threads.py's LinkTable)."""
+
+    def __init__(self, connection: psycopg.Connection[dict[str, Any]]) -> None:
+        self._connection = connection
+
+    def _one(self, sql: str, params: Iterable[Any]) -> dict[str, Any] | None:
+        return self._connection.execute(sql, tuple(params)).fetchone()
+
+    def thread_of(self, agent_id: str, party: str, conversation_id: str) -> str | None:
+        row = self._one(
+            f"SELECT thread_id FROM {LINKS_TABLE}"
+            " WHERE agent_id = %s AND party = %s AND conversation_id = %s",
+            (agent_id, party, conversation_id),
+        )
+        return row["thread_id"] if row else None
+
+    def latest_thread(self, agent_id: str, party: str, since: float) -> str | None:
+        row = self._one(
+            f"SELECT thread_id FROM {LINKS_TABLE}"
+            " WHERE agent_id = %s AND party = %s AND last_used >= %s"
+            " ORDER BY last_used DESC LIMIT 1",
+            (agent_id, party, since),
+        )
+        return row["thread_id"] if row else None
+
+    def used_by_others(self, agent_id: str, conversation_id: str, party: str) -> bool:
+        row = self._one(
+            f"SELECT 1 AS found FROM {LINKS_TABLE}"
+            " WHERE agent_id = %s AND conversation_id = %s AND party <> %s LIMIT 1",
+            (agent_id, conversation_id, party),
+        )
+        return row is not None
+
+    def put(
+        self, agent_id: str, party: str, conversation_id: str, thread_id: str, now: float
+    ) -> None:
+        self._connection.execute(
+            f"INSERT INTO {LINKS_TABLE} (agent_id, party, conversation_id, thread_id, last_used)"
+            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (agent_id, party, conversation_id)"
+            " DO UPDATE SET thread_id = excluded.thread_id, last_used = excluded.last_used",
+            (agent_id, party, conversation_id, thread_id, now),
+        )
+
+    def forget_thread(self, thread_id: str) -> None:
+        self._connection.execute(f"DELETE FROM {LINKS_TABLE} WHERE thread_id = %s", (thread_id,))
+
+    def all_rows(self) -> list[tuple[str, str, str, str, float]]:
+        """Every link as (agent, party, conversation id, thread id, last used), for a copy."""
+        rows = self._connection.execute(
+            f"SELECT agent_id, party, conversation_id, thread_id, last_used FROM {LINKS_TABLE}"
+        ).fetchall()
+        return [
+            (r["agent_id"], r["party"], r["conversation_id"], r["thread_id"], r["last_used"])
+            for r in rows
+        ]
+
+
+class PostgresLinkStore:
+    """Transactions over lgc_conversation_links (agent/threads.py's LinkStore).
+
+    The rule that picks a thread is plain (synchronous) code run inside one transaction,
+    so it runs in a worker thread on a connection of its own, one transaction at a time;
+    the event loop never waits for the database.
+    """
+
+    def __init__(self, url: str, connect_timeout: int) -> None:
+        self._url = url
+        self._connect_timeout = connect_timeout
+        self._connection: psycopg.Connection[dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+
+    def _run[T](self, work: Callable[[_LinkTable], T]) -> T:
+        with self._lock:
+            connection = self._connection
+            if connection is None or connection.closed or connection.broken:
+                connection = self._connection = psycopg.Connection.connect(
+                    self._url,
+                    autocommit=True,
+                    connect_timeout=self._connect_timeout,
+                    row_factory=dict_row,
+                )
+            with connection.transaction():
+                return work(_LinkTable(connection))
+
+    async def read[T](self, work: Callable[[_LinkTable], T]) -> T:
+        return await asyncio.to_thread(self._run, work)
+
+    async def write[T](self, work: Callable[[_LinkTable], T]) -> T:
+        return await asyncio.to_thread(self._run, work)
+
+    def _close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._close)

@@ -1,0 +1,87 @@
+"""storage/postgres_house.py against the installed langgraph-checkpoint-postgres.
+
+Our SQL reads columns of LangGraph's own tables, and our store's words-only search exists
+because LangGraph's store ignores a query without a vector index: both are checked here,
+so an upstream change that breaks either fails this file first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.store.postgres.aio import AsyncPostgresStore
+
+from custom_components.langgraph_conversation.storage.postgres import PostgresStorage
+
+from ..postgres import PostgresServer
+
+# The columns of LangGraph's tables our SQL names (postgres_house.py).
+_COLUMNS = {
+    "checkpoints": {"thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint"},
+    "checkpoint_writes": {"thread_id", "checkpoint_ns", "checkpoint_id"},
+    "checkpoint_blobs": {"thread_id", "checkpoint_ns", "channel", "version"},
+    "store": {"prefix", "key", "value", "created_at", "updated_at"},
+}
+
+
+async def test_langgraphs_tables_have_the_columns_we_read(
+    postgres_server: PostgresServer, postgres_url: str, postgres_database: str
+) -> None:
+    storage = await PostgresStorage.open(postgres_url)
+    await storage.aclose()
+    for table, columns in _COLUMNS.items():
+        found = await asyncio.to_thread(
+            postgres_server.sql,
+            f"SELECT string_agg(column_name, ',') FROM information_schema.columns"
+            f" WHERE table_name = '{table}'",
+            database=postgres_database,
+        )
+        assert columns <= set(found.split(",")), (table, found)
+
+
+async def test_langgraphs_store_ignores_a_query_without_an_index(postgres_url: str) -> None:
+    """Why WordSearchStore exists: upstream lists items regardless of the words."""
+    storage = await PostgresStorage.open(postgres_url)
+    try:
+        await storage.store.aput(("memories", "household"), "a", {"text": "The cat is Miso"})
+        await storage.store.aput(("memories", "household"), "b", {"text": "Bins on Tuesday"})
+        upstream = await AsyncPostgresStore.asearch(
+            storage.store, ("memories",), query="cat", limit=10
+        )
+        ours = await storage.store.asearch(("memories",), query="which cat", limit=10)
+    finally:
+        await storage.aclose()
+    assert {item.key for item in upstream} == {"a", "b"}
+    assert [item.key for item in ours] == ["a"]
+    assert ours[0].score is not None
+    assert ours[0].score > 0
+
+
+async def test_checkpoints_kept_and_idle_threads(postgres_url: str) -> None:
+    """keep_last keeps the newest checkpoints; idle threads go with their links."""
+    storage = await PostgresStorage.open(postgres_url)
+    try:
+        saver = storage.saver
+        saver.keep_last = 2
+        config = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+        ids = []
+        for step in range(4):
+            checkpoint = empty_checkpoint()
+            checkpoint["channel_values"] = {"step": step}
+            checkpoint["channel_versions"] = {"step": str(step + 1)}
+            config = await saver.aput(config, checkpoint, {"step": step}, {"step": str(step + 1)})
+            ids.append(checkpoint["id"])
+        kept = [found.checkpoint["id"] async for found in saver.alist(None)]
+        assert kept == ids[:1:-1]
+        newest = await saver.aget_tuple({"configurable": {"thread_id": "t1"}})
+        assert newest is not None
+        assert newest.checkpoint["channel_values"] == {"step": 3}
+        await storage.links.write(lambda table: table.put("agent", "p", "c1", "t1", 0.0))
+        assert await saver.adelete_threads_idle_since(datetime.now(UTC) - timedelta(days=1)) == 0
+        assert await saver.adelete_threads_idle_since(datetime.now(UTC) + timedelta(days=1)) == 1
+        assert await storage.links.read(lambda table: table.thread_of("agent", "p", "c1")) is None
+        assert (await saver.stats())["checkpoints"] == 0
+    finally:
+        await storage.aclose()
