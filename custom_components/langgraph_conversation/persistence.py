@@ -378,6 +378,12 @@ async def _async_open_postgres(hass: HomeAssistant, shared: SharedStorage, url: 
             shared.memory = storage.store
             return
     _LOGGER.error("PostgreSQL is unavailable (%s), continuing without it: %s", problem, message)
+    _report_postgres(hass, problem, message)
+
+
+@callback
+def _report_postgres(hass: HomeAssistant, problem: str, message: str) -> None:
+    """The repair issue for the PostgreSQL database; `message` is already redacted."""
     ir.async_create_issue(
         hass,
         DOMAIN,
@@ -440,18 +446,7 @@ def report_threads_failure(hass: HomeAssistant, error: Exception) -> None:
     again."""
     shared = hass.data.get(DATA_STORAGE)
     if shared is not None and shared.postgres is not None:
-        ir.async_create_issue(
-            hass,
-            DOMAIN,
-            POSTGRES_ISSUE,
-            is_fixable=False,
-            severity=ir.IssueSeverity.ERROR,
-            translation_key=POSTGRES_ISSUE,
-            translation_placeholders={
-                "problem": "failed",
-                "error": shared.postgres.storage.describe(error),
-            },
-        )
+        _report_postgres(hass, "failed", shared.postgres.storage.describe(error))
         return
     _report(hass, THREADS_ISSUE, Path(hass.config.path(DOMAIN, THREADS_FILE)), error)
 
