@@ -140,3 +140,55 @@ def test_the_model_library_check_sees_lazy_imports() -> None:
     source = "def f():\n    import litellm.types\n    from langchain_litellm import ChatLiteLLM\n"
     found = [module.split(".")[0] for _, module in _absolute_imports(source)]
     assert found == ["litellm", "langchain_litellm"]
+
+
+# Acting on the home and reading it: only tools/ (and conversation.py, which hands the
+# turn Home Assistant's own LLM API) may read entity states or call services.
+_STATE_ROOMS = ("tools",)
+_STATE_MODULES = {"conversation.py"}
+
+
+def _state_touches(source: str) -> list[tuple[int, str]]:
+    """(line, what) for every `<...>hass.states.<x>` and `<...>hass.services.async_call`
+    or `.call` in the source."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)):
+            continue
+        owner = node.value.value
+        owner_name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+        if owner_name != "hass":
+            continue
+        if node.value.attr == "states" or (
+            node.value.attr == "services" and node.attr in ("async_call", "call")
+        ):
+            found.append((node.lineno, f"hass.{node.value.attr}.{node.attr}"))
+    return found
+
+
+def test_only_tools_read_states_or_call_services() -> None:
+    """Everything else reaches the home through a tool (and so through the effect gate
+    and the exposure rules)."""
+    broken = [
+        f"{path.relative_to(PACKAGE)}:{line} uses {what}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] not in _STATE_ROOMS
+        and path.relative_to(PACKAGE).as_posix() not in _STATE_MODULES
+        for line, what in _state_touches(path.read_text(encoding="utf-8"))
+    ]
+    assert broken == []
+
+
+def test_the_state_check_sees_reads_and_calls() -> None:
+    """The walker finds state reads and service calls through `hass` or `self.hass`, and
+    not a service registration."""
+    source = (
+        "def f(hass, self):\n"
+        "    hass.states.get('lock.front')\n"
+        "    self.hass.services.async_call('lock', 'unlock', {})\n"
+        "    hass.services.async_register('d', 's', f)\n"
+    )
+    assert [what for _, what in _state_touches(source)] == [
+        "hass.states.get",
+        "hass.services.async_call",
+    ]
