@@ -74,6 +74,8 @@ def _unrelated(text: str) -> list[float]:
         # Another provider: never the chat model's key.
         ("gemini/text-embedding-004", None, None, (None, None)),
         ("cohere/embed-english-v3.0", None, None, (None, None)),
+        # Without a provider prefix LiteLLM would guess; a guess never gets our key.
+        ("text-embedding-3-small", None, None, (None, None)),
         # Its own key always wins.
         ("gemini/text-embedding-004", "g-key", None, ("g-key", None)),
     ],
@@ -315,6 +317,7 @@ async def test_diagnostics_show_embeddings_on_but_never_the_key(
         "delete_conversations_idle_days": "never",
         "embeddings": True,
         "embedding_model": EMBEDDING_MODEL,
+        "storage": "sqlite",
     }
 
 

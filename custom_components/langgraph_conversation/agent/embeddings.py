@@ -19,11 +19,9 @@ from typing import Any
 import litellm
 
 from .client_users import SHARED_CLIENT_USERS
-from .model import ModelAccess, ModelErrorKind, classify_error
+from .model import ModelAccess, ModelErrorKind, classify_error, same_place
 from .upstream.sdk_imports import FIRST_EMBEDDING_MODULES
 
-# LiteLLM names Ollama's chat and generate APIs as two providers; one server serves both.
-_SAME_PROVIDER = {"ollama_chat": "ollama"}
 # What the first embedding request imports (about 470 modules, most of the OpenAI SDK's
 # resources) after the chat model's warm-up; imported in the executor instead. Some are
 # private modules, named (and version-checked) in upstream/sdk_imports.py.
@@ -38,19 +36,6 @@ class EmbeddingError(Exception):
         self.kind = kind
 
 
-def provider_of(model: str) -> str | None:
-    """LiteLLM's provider of a model string (None if LiteLLM cannot tell)."""
-    try:
-        _, provider, _, _ = litellm.get_llm_provider(model)
-    except Exception:  # noqa: BLE001  an unknown provider is simply not the same provider
-        return None
-    return _SAME_PROVIDER.get(provider, provider)
-
-
-def _same_address(first: str | None, second: str | None) -> bool:
-    return (first or "").rstrip("/") == (second or "").rstrip("/")
-
-
 def embedding_access(
     model: str, api_key: str | None, api_base: str | None, *, chat: ModelAccess
 ) -> ModelAccess:
@@ -61,9 +46,7 @@ def embedding_access(
     """
     if api_key:
         return ModelAccess(model, api_key, api_base or None)
-    provider = provider_of(model)
-    same_provider = provider is not None and provider == provider_of(chat.model)
-    if same_provider and (not api_base or _same_address(api_base, chat.api_base)):
+    if same_place(model, api_base, chat):
         return ModelAccess(model, chat.api_key, api_base or chat.api_base)
     return ModelAccess(model, None, api_base or None)
 

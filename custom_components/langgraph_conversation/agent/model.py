@@ -358,6 +358,29 @@ def provider_of(model: str) -> str:
     return model.partition("/")[0]
 
 
+# LiteLLM names Ollama's chat and generate APIs as two providers; one server serves both.
+_SAME_SERVER_PROVIDERS = {"ollama_chat": "ollama"}
+
+
+def _provider_family(model: str) -> str | None:
+    """The provider prefix of a model string, Ollama's two APIs as one; None without a
+    prefix (LiteLLM would guess the provider from the name, and a guess must not decide
+    where a key goes)."""
+    provider, separator, _ = model.partition("/")
+    return _SAME_SERVER_PROVIDERS.get(provider, provider) if separator else None
+
+
+def same_place(model: str, api_base: str | None, main: ModelAccess) -> bool:
+    """Whether a second model (a role's, the embedding model) is reached where `main` is:
+    the same provider, and no base URL of its own or the same one (a trailing slash does
+    not make another server). Only then may it borrow the main model's key: a key must
+    never reach a provider or server it was not given for."""
+    provider = _provider_family(model)
+    if provider is None or provider != _provider_family(main.model):
+        return False
+    return not api_base or (api_base.rstrip("/") == (main.api_base or "").rstrip("/"))
+
+
 class ChatModel(PerCallCredentials):
     """ChatLiteLLM that keeps its credentials to its own calls (upstream/langchain_litellm.py)
     and streams cheaply."""

@@ -26,6 +26,7 @@ from .model import (
     build_chat_model,
     classify_error,
     is_retryable,
+    same_place,
 )
 
 
@@ -35,12 +36,6 @@ class ModelRole(StrEnum):
     MAIN = "main"
     FAST = "fast"
     FALLBACK = "fallback"
-
-
-def _provider(model: str) -> str:
-    """The LiteLLM provider prefix of a model string ("openai" in "openai/gpt-4o")."""
-    provider, separator, _ = model.partition("/")
-    return provider if separator else ""
 
 
 def role_access(
@@ -55,8 +50,7 @@ def role_access(
         return None
     api_key = (api_key or "").strip() or None
     api_base = (api_base or "").strip() or None
-    same_place = _provider(model) == _provider(main.model) and api_base in (None, main.api_base)
-    if same_place:
+    if same_place(model, api_base, main):
         return ModelAccess(model, api_key or main.api_key, api_base or main.api_base)
     return ModelAccess(model, api_key, api_base)
 
