@@ -16,13 +16,12 @@ from homeassistant.helpers.typing import ConfigType
 # the event loop.
 from .agent import redaction
 from .agent.model import ModelAccess, async_release_shared_clients, warm_up
-from .agent.runtime import AgentRuntime, memory_checkpointer
+from .agent.runtime import MEMORY_THREADS, AgentRuntime, memory_checkpointer
 from .const import (
     CONF_API_BASE,
     CONF_API_KEY,
     CONF_MODEL,
     DOMAIN,
-    MAX_THREADS_IN_MEMORY,
 )
 from .persistence import async_acquire_storage, async_release_storage, report_threads_failure
 from .profile import agent_roles
@@ -77,7 +76,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         )
     else:
         entry.runtime_data = AgentRuntime(
-            access, memory_checkpointer(), store=storage.memory, max_threads=MAX_THREADS_IN_MEMORY
+            access, memory_checkpointer(), store=storage.memory, max_threads=MEMORY_THREADS
         )
     entry.runtime_data.storage_errors = storage.errors
     entry.runtime_data.on_storage_error = partial(report_threads_failure, hass)

@@ -81,10 +81,6 @@ DEFAULT_THINK: Final = THINK_DEFAULT
 # Seconds the config flow waits for its one validation request.
 VALIDATION_TIMEOUT: Final = 30
 
-# Conversations kept per entry when threads.db is unavailable and they live in memory;
-# the least recently used are forgotten first.
-MAX_THREADS_IN_MEMORY: Final = 200
-
 # Storage under <config>/langgraph_conversation/: conversations and long-term memories.
 THREADS_FILE: Final = "threads.db"
 MEMORY_FILE: Final = "memory.db"

@@ -89,8 +89,9 @@ def memory_checkpointer() -> InMemorySaver:
 # Seconds unloading waits for memory extraction to finish before cancelling it.
 _CLOSE_WAIT = 5.0
 
-# Conversations kept when they fell back to memory (least recently used go first).
-_MEMORY_THREADS = 200
+# Conversations kept per entry while they live in memory (threads.db unavailable, or
+# failed while in use); the least recently used are forgotten first.
+MEMORY_THREADS = 200
 # Seconds running turns get to finish when the runtime closes, before they are cancelled.
 CLOSE_GRACE = 5.0
 
@@ -579,7 +580,7 @@ class AgentRuntime:
         self.links = MemoryLinkStore()
         self.ratings = MemoryRatingStore()
         self._graphs = build_graphs(self.checkpointer)
-        self._max_threads = self._max_threads or _MEMORY_THREADS
+        self._max_threads = self._max_threads or MEMORY_THREADS
         if self.on_storage_error is not None:
             self.on_storage_error(error)
 
