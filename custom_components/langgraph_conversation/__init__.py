@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 import logging
 
@@ -85,7 +86,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     redaction.install()
     entry.async_on_unload(entry.add_update_listener(_async_reload))
     entry.async_on_unload(
-        hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, _async_release_on_stop)
+        hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, partial(_async_stop, hass))
     )
     return True
 
@@ -104,8 +105,16 @@ def _warm_up_all(accesses: list[ModelAccess]) -> None:
         warm_up(access)
 
 
-async def _async_release_on_stop(event: Event) -> None:
-    """Home Assistant stops: close LiteLLM's clients and threads so shutdown is quick."""
+async def _async_stop(hass: HomeAssistant, event: Event) -> None:
+    """Home Assistant stops: running turns of every entry end (or are cancelled after
+    their grace), then LiteLLM's clients and threads close so shutdown is quick.
+
+    The one shutdown path: closing the clients first would cut answers still streaming.
+    Each entry's listener runs it; ending turns twice and closing twice are harmless.
+    """
+    await asyncio.gather(
+        *(entry.runtime_data.aclose() for entry in hass.config_entries.async_loaded_entries(DOMAIN))
+    )
     await async_release_shared_clients()
 
 

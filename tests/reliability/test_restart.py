@@ -21,7 +21,7 @@ from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import HomeAssistant
 from homeassistant.setup import async_setup_component
 
-from ..fakes import FakeOpenAIServer, Reply
+from ..fakes import FakeOpenAIServer
 from ..helpers import text_of
 from .conftest import ask, assert_thread_consistent, pairs, speech, thread_messages
 
@@ -65,14 +65,17 @@ async def test_stopped_mid_turn_and_started_again(
     """The interrupted turn is whole or absent after the restart, and the talk goes on."""
     openai_server.add_text("Hi!")
     await ask(hass, setup_integration, "Hello", CONVERSATION)
-    openai_server.add_text(STORY, chunk_size=4, chunk_delay=0.05)
-    # Stopping closes the model clients too; a call cut before its first word is retried.
-    openai_server.default_reply = Reply(text=STORY)
+    # About 1.8 s of streaming, within the 5 s that stopping gives running turns.
+    openai_server.add_text(STORY, chunk_size=4, chunk_delay=0.02)
     turn = asyncio.create_task(ask(hass, setup_integration, "Tell me a story", CONVERSATION))
     await openai_server.wait_for_requests(2)
     await hass.async_stop()
     interrupted = await asyncio.gather(turn, return_exceptions=True)
     assert not isinstance(interrupted[0], BaseException), interrupted
+    # One shutdown path: the answer streamed to its end before the model clients were
+    # closed, in the one request it was given (no retry after a cut connection).
+    assert speech(interrupted[0]) == STORY
+    assert openai_server.request_count == 2
 
     async with async_test_home_assistant(config_dir=hass.config.config_dir) as restarted:
         entry = await _second_instance_entry(restarted, setup_integration)
