@@ -167,6 +167,8 @@ class SharedStorage:
     postgres: Any = None
     # The URL the storage was last opened for (None: the SQLite files).
     opened_for: str | None = None
+    # The embedding model the PostgreSQL store was opened with (its index is fixed then).
+    postgres_embedding: ModelAccess | None = None
     # Each entry's own settings; `settings` is their combination.
     entries: dict[str, StorageSettings] = field(default_factory=dict)
     settings: StorageSettings = field(default_factory=StorageSettings)
@@ -224,7 +226,8 @@ class SharedStorage:
         if self.threads is not None:
             self.threads.keep_last = self.settings.checkpoints_kept
         if self.memory is None or self.postgres is not None:
-            # LangGraph's store takes its vector index when it opens; not configured here.
+            # LangGraph's store takes its vector index when it opens (a changed embedding
+            # model reopens it: async_acquire_storage).
             return
         wanted = self.settings.embedding
         in_use = self._embedder.access if self._embedder and self.memory.embedding_model else None
@@ -366,8 +369,15 @@ async def _async_open_postgres(hass: HomeAssistant, shared: SharedStorage, url: 
     except PostgresNotInstalled as err:
         problem, message = "not_installed", str(err)
     else:
+        embedding = shared.settings.embedding
+        embedder = None
+        if embedding is not None:
+            await hass.async_add_executor_job(warm_up_embeddings, embedding)
+            embedder = LiteLLMEmbedder(embedding, timeout=EMBEDDING_TIMEOUT)
         try:
-            storage = await postgres.PostgresStorage.open(url)
+            storage = await postgres.PostgresStorage.open(
+                url, embed=embedder, embedding_model=embedding.model if embedding else ""
+            )
         except postgres.PostgresUnavailable as err:
             problem, message = str(err.problem), str(err)
         else:
@@ -376,6 +386,15 @@ async def _async_open_postgres(hass: HomeAssistant, shared: SharedStorage, url: 
             shared.postgres = _OpenPostgres(storage, postgres.ERRORS)
             shared.threads = storage.saver
             shared.memory = storage.store
+            shared.postgres_embedding = embedding
+            if embedding is not None and storage.store.vector_problem:
+                # Once per opening: the search works, by words, and needs no repair.
+                _LOGGER.warning(
+                    "Memories on PostgreSQL are searched by their words only (%s); the"
+                    " embedding model %s is not used there",
+                    storage.store.vector_problem,
+                    embedding.model,
+                )
             return
     _LOGGER.error("PostgreSQL is unavailable (%s), continuing without it: %s", problem, message)
     _report_postgres(hass, problem, message)
@@ -497,7 +516,13 @@ async def async_acquire_storage(hass: HomeAssistant, entry: ConfigEntry) -> Shar
             )
         shared.entries[entry.entry_id] = StorageSettings.of_entry(entry)
         await shared.async_apply(hass)
-        if not first and shared.opened_for != shared.settings.postgres_url:
+        if not first and (
+            shared.opened_for != shared.settings.postgres_url
+            or (
+                shared.postgres is not None
+                and shared.postgres_embedding != shared.settings.embedding
+            )
+        ):
             await _async_switch(hass, shared, entry)
         await _async_open_missing(hass, shared)
         await shared.async_apply(hass)
