@@ -176,3 +176,12 @@ async def test_embedding_server_down_words_still_find_memories(
     failures = [r for r in caplog.records if "searching memories by their words" in r.message]
     assert len(failures) == 1
     assert (await hass.data[DATA_STORAGE].memory.stats())["items"] == 1
+
+    # The model is back; a reload (a new embedder, without the failure's pause) gives the
+    # memory its vector in the background, and meaning finds it again.
+    openai_server.embedding_error = None
+    assert await hass.config_entries.async_reload(setup_integration.entry_id)
+    await hass.async_block_till_done(wait_background_tasks=True)
+    openai_server.add_text("By bike.")
+    await _ask(hass, setup_integration, QUESTION)
+    assert MEMORY in prompt_text(openai_server.requests[-1])

@@ -251,7 +251,12 @@ class SharedStorage:
     @callback
     def async_start_backfill(self, hass: HomeAssistant) -> None:
         """Give memories without a vector of the current model one, in the background."""
-        if self.memory is None or self.postgres is not None or self.memory.embedding_model is None:
+        if self.memory is None:
+            return
+        if self.postgres is not None:
+            if self.memory.index_config is None:
+                return
+        elif self.memory.embedding_model is None:
             return
         if self._backfill is not None and not self._backfill.done():
             return
@@ -259,15 +264,16 @@ class SharedStorage:
             self._async_backfill(self.memory), f"{DOMAIN} memory vectors"
         )
 
-    @staticmethod
-    async def _async_backfill(memory: SqliteStore) -> int:
+    async def _async_backfill(self, memory: Any) -> int:
+        """`memory` is the SQLite store or LangGraph's PostgreSQL store (postgres_house.py)."""
+        errors = self.errors  # of the storage open now (it may close while this runs)
         try:
             done = await memory.abackfill_vectors(EMBEDDING_BACKFILL_LIMIT)
-        except sqlite3.Error as err:
+        except errors as err:
             _LOGGER.warning("Could not add vectors to memories: %s", err)
             return 0
         if done:
-            _LOGGER.debug("Added vectors of %s to %d memories", memory.embedding_model, done)
+            _LOGGER.debug("Added vectors to %d memories", done)
         return done
 
     async def async_close(self) -> None:
@@ -387,6 +393,7 @@ async def _async_open_postgres(hass: HomeAssistant, shared: SharedStorage, url: 
             shared.threads = storage.saver
             shared.memory = storage.store
             shared.postgres_embedding = embedding
+            shared.async_start_backfill(hass)
             if embedding is not None and storage.store.vector_problem:
                 # Once per opening: the search works, by words, and needs no repair.
                 _LOGGER.warning(

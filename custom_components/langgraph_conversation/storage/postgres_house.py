@@ -280,6 +280,48 @@ class WordSearchStore(AsyncPostgresStore):
                 results[position] = result
         return results
 
+    async def abackfill_vectors(self, limit: int, *, batch_size: int = 32) -> int:
+        """Give up to `limit` items with a "text" but no vector one (saved while the
+        embedding model was down, or copied in without one); how many got one.
+
+        Writes LangGraph's vector rows as its own put does (the columns
+        tests/storage/test_postgres_house.py checks), without touching the items, whose
+        times stay as they were. Stops at an embedding failure (the next run tries again).
+        """
+        if self.embeddings is None:
+            return 0
+        pool: Pool = self.conn  # type: ignore[assignment]
+        done = 0
+        while done < limit:
+            async with pool.connection() as connection:
+                cursor = await connection.execute(
+                    "SELECT s.prefix, s.key, s.value ->> 'text' AS text FROM store AS s"
+                    " WHERE jsonb_typeof(s.value -> 'text') = 'string'"
+                    " AND NOT EXISTS (SELECT 1 FROM store_vectors AS v"
+                    "  WHERE v.prefix = s.prefix AND v.key = s.key)"
+                    " ORDER BY s.updated_at DESC LIMIT %s",
+                    (min(batch_size, limit - done),),
+                )
+                rows = await cursor.fetchall()
+            if not rows:
+                break
+            try:
+                vectors = await self.embeddings.aembed_documents([row["text"] for row in rows])
+            except EmbeddingFailed:
+                break
+            async with pool.connection() as connection, connection.transaction():
+                for row, vector in zip(rows, vectors, strict=True):
+                    # Only if the item still has the text that was embedded.
+                    await connection.execute(
+                        "INSERT INTO store_vectors (prefix, key, field_name, embedding)"
+                        " SELECT prefix, key, 'text', %s FROM store"
+                        " WHERE prefix = %s AND key = %s AND value ->> 'text' = %s"
+                        " ON CONFLICT (prefix, key, field_name) DO NOTHING",
+                        (vector, row["prefix"], row["key"], row["text"]),
+                    )
+            done += len(rows)
+        return done
+
     async def _search_words(
         self, namespace_prefix: tuple[str, ...], words: list[str], limit: int, offset: int
     ) -> list[SearchItem]:
