@@ -183,9 +183,10 @@ class SharedStorage:
         if self.threads is None or days <= 0:
             return 0
         cutoff = dt_util.utcnow() - timedelta(days=days)
+        errors = self.errors  # of the storage open now (it may close while this runs)
         try:
             removed = await self.threads.adelete_threads_idle_since(cutoff)
-        except self.errors as err:
+        except errors as err:
             _LOGGER.warning("Could not delete idle conversations: %s", err)
             return 0
         if removed:
@@ -209,9 +210,10 @@ class SharedStorage:
             return 0
         # LangGraph's PostgreSQL store has its own sweep; ours is the SQLite store's.
         sweep = self.memory.sweep_ttl if self.postgres is not None else self.memory.asweep_expired
+        errors = self.errors  # of the storage open now (it may close while this runs)
         try:
             return await sweep()
-        except self.errors as err:
+        except errors as err:
             _LOGGER.warning("Could not delete expired memory items: %s", err)
             return 0
 
