@@ -26,14 +26,20 @@ _COLUMNS = {
     "checkpoint_blobs": {"thread_id", "checkpoint_ns", "channel", "version"},
     "store": {"prefix", "key", "value", "created_at", "updated_at"},
 }
+# The columns of LangGraph's vector table the backfill writes (WordSearchStore).
+_VECTOR_COLUMNS = {"store_vectors": {"prefix", "key", "field_name", "embedding"}}
 
 
 async def test_langgraphs_tables_have_the_columns_we_read(
     postgres_server: PostgresServer, postgres_url: str, postgres_database: str
 ) -> None:
-    storage = await PostgresStorage.open(postgres_url)
+    # With pgvector, opened with an index: its vector table is read by the backfill.
+    storage = await PostgresStorage.open(
+        postgres_url, embed=_topic_vectors if postgres_server.has_vector else None
+    )
     await storage.aclose()
-    for table, columns in _COLUMNS.items():
+    tables = {**_COLUMNS, **(_VECTOR_COLUMNS if postgres_server.has_vector else {})}
+    for table, columns in tables.items():
         found = await asyncio.to_thread(
             postgres_server.sql,
             f"SELECT string_agg(column_name, ',') FROM information_schema.columns"
