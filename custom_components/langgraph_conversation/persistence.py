@@ -167,6 +167,8 @@ class SharedStorage:
     postgres: Any = None
     # The URL the storage was last opened for (None: the SQLite files).
     opened_for: str | None = None
+    # The embedding model the PostgreSQL store was opened with (its index is fixed then).
+    postgres_embedding: ModelAccess | None = None
     # Each entry's own settings; `settings` is their combination.
     entries: dict[str, StorageSettings] = field(default_factory=dict)
     settings: StorageSettings = field(default_factory=StorageSettings)
@@ -181,9 +183,10 @@ class SharedStorage:
         if self.threads is None or days <= 0:
             return 0
         cutoff = dt_util.utcnow() - timedelta(days=days)
+        errors = self.errors  # of the storage open now (it may close while this runs)
         try:
             removed = await self.threads.adelete_threads_idle_since(cutoff)
-        except self.errors as err:
+        except errors as err:
             _LOGGER.warning("Could not delete idle conversations: %s", err)
             return 0
         if removed:
@@ -207,9 +210,10 @@ class SharedStorage:
             return 0
         # LangGraph's PostgreSQL store has its own sweep; ours is the SQLite store's.
         sweep = self.memory.sweep_ttl if self.postgres is not None else self.memory.asweep_expired
+        errors = self.errors  # of the storage open now (it may close while this runs)
         try:
             return await sweep()
-        except self.errors as err:
+        except errors as err:
             _LOGGER.warning("Could not delete expired memory items: %s", err)
             return 0
 
@@ -224,7 +228,8 @@ class SharedStorage:
         if self.threads is not None:
             self.threads.keep_last = self.settings.checkpoints_kept
         if self.memory is None or self.postgres is not None:
-            # LangGraph's store takes its vector index when it opens; not configured here.
+            # LangGraph's store takes its vector index when it opens (a changed embedding
+            # model reopens it: async_acquire_storage).
             return
         wanted = self.settings.embedding
         in_use = self._embedder.access if self._embedder and self.memory.embedding_model else None
@@ -248,7 +253,12 @@ class SharedStorage:
     @callback
     def async_start_backfill(self, hass: HomeAssistant) -> None:
         """Give memories without a vector of the current model one, in the background."""
-        if self.memory is None or self.postgres is not None or self.memory.embedding_model is None:
+        if self.memory is None:
+            return
+        if self.postgres is not None:
+            if self.memory.index_config is None:
+                return
+        elif self.memory.embedding_model is None:
             return
         if self._backfill is not None and not self._backfill.done():
             return
@@ -256,15 +266,16 @@ class SharedStorage:
             self._async_backfill(self.memory), f"{DOMAIN} memory vectors"
         )
 
-    @staticmethod
-    async def _async_backfill(memory: SqliteStore) -> int:
+    async def _async_backfill(self, memory: Any) -> int:
+        """`memory` is the SQLite store or LangGraph's PostgreSQL store (postgres_house.py)."""
+        errors = self.errors  # of the storage open now (it may close while this runs)
         try:
             done = await memory.abackfill_vectors(EMBEDDING_BACKFILL_LIMIT)
-        except sqlite3.Error as err:
+        except errors as err:
             _LOGGER.warning("Could not add vectors to memories: %s", err)
             return 0
         if done:
-            _LOGGER.debug("Added vectors of %s to %d memories", memory.embedding_model, done)
+            _LOGGER.debug("Added vectors to %d memories", done)
         return done
 
     async def async_close(self) -> None:
@@ -366,8 +377,15 @@ async def _async_open_postgres(hass: HomeAssistant, shared: SharedStorage, url: 
     except PostgresNotInstalled as err:
         problem, message = "not_installed", str(err)
     else:
+        embedding = shared.settings.embedding
+        embedder = None
+        if embedding is not None:
+            await hass.async_add_executor_job(warm_up_embeddings, embedding)
+            embedder = LiteLLMEmbedder(embedding, timeout=EMBEDDING_TIMEOUT)
         try:
-            storage = await postgres.PostgresStorage.open(url)
+            storage = await postgres.PostgresStorage.open(
+                url, embed=embedder, embedding_model=embedding.model if embedding else ""
+            )
         except postgres.PostgresUnavailable as err:
             problem, message = str(err.problem), str(err)
         else:
@@ -376,6 +394,16 @@ async def _async_open_postgres(hass: HomeAssistant, shared: SharedStorage, url: 
             shared.postgres = _OpenPostgres(storage, postgres.ERRORS)
             shared.threads = storage.saver
             shared.memory = storage.store
+            shared.postgres_embedding = embedding
+            shared.async_start_backfill(hass)
+            if embedding is not None and storage.store.vector_problem:
+                # Once per opening: the search works, by words, and needs no repair.
+                _LOGGER.warning(
+                    "Memories on PostgreSQL are searched by their words only (%s); the"
+                    " embedding model %s is not used there",
+                    storage.store.vector_problem,
+                    embedding.model,
+                )
             return
     _LOGGER.error("PostgreSQL is unavailable (%s), continuing without it: %s", problem, message)
     _report_postgres(hass, problem, message)
@@ -497,7 +525,13 @@ async def async_acquire_storage(hass: HomeAssistant, entry: ConfigEntry) -> Shar
             )
         shared.entries[entry.entry_id] = StorageSettings.of_entry(entry)
         await shared.async_apply(hass)
-        if not first and shared.opened_for != shared.settings.postgres_url:
+        if not first and (
+            shared.opened_for != shared.settings.postgres_url
+            or (
+                shared.postgres is not None
+                and shared.postgres_embedding != shared.settings.embedding
+            )
+        ):
             await _async_switch(hass, shared, entry)
         await _async_open_missing(hass, shared)
         await shared.async_apply(hass)

@@ -12,6 +12,7 @@ checkpoints, so only the savers differ.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import importlib.util
 import inspect
@@ -306,6 +307,95 @@ async def search_rows(bench: Bench) -> list[Row]:
     return rows
 
 
+async def _search_postgres(url: str, items: int, queries: int, hybrid: bool) -> dict[str, Any]:
+    """Memory search on LangGraph's PostgreSQL store as the integration opens it: words
+    only, or words and pgvector with scripts/bench_store.py's fake embedder."""
+    from langgraph.store.base import PutOp
+
+    from scripts import bench_store
+
+    from .report import percentile
+
+    postgres = _module("storage.postgres")
+    assert postgres is not None
+    embed = bench_store.fake_embed if hybrid else None
+    storage = await postgres.PostgresStorage.open(url, embed=embed, embedding_model="bench")
+    rng = random.Random(42)
+    try:
+        for start in range(0, items, 500):
+            await storage.store.abatch(
+                [
+                    PutOp(
+                        ("memories", f"person{index % 4}"),
+                        f"m{index}",
+                        {"text": bench_store.memory(rng)},
+                    )
+                    for index in range(start, min(start + 500, items))
+                ]
+            )
+        latencies = []
+        for _ in range(queries):
+            query = bench_store.question(rng)
+            start_time = time.perf_counter()
+            await storage.store.asearch(("memories",), query=query, limit=5)
+            latencies.append((time.perf_counter() - start_time) * 1000)
+        mode = "hybrid (pgvector)" if storage.store.index_config is not None else "fts"
+    finally:
+        await storage.aclose()
+    ordered = sorted(latencies)
+    return {
+        "items": items,
+        "mode": mode,
+        "p50_ms": percentile(ordered, 50),
+        "p95_ms": percentile(ordered, 95),
+        "max_ms": ordered[-1],
+    }
+
+
+async def postgres_search_rows(bench: Bench) -> list[Row]:
+    """Memory search p50/p95 on PostgreSQL (tests/postgres.py's server: Debian's build in
+    the leg) at 10,000 memories, words only and with pgvector."""
+    if _module("storage.postgres") is None:
+        return [_missing("PostgreSQL memory search at 10,000 memories")]
+    from tests import postgres as test_postgres
+
+    queries = 50 if bench.settings.quick else 200
+    try:
+        running = await asyncio.to_thread(test_postgres.start_server)
+    except test_postgres.ServerUnavailable as err:
+        return [_missing(f"PostgreSQL memory search ({err})")]
+    results: list[dict[str, Any]] = []
+    try:
+        server = running.server
+        for hybrid in (False, True) if server.has_vector else (False,):
+            name = f"bench_{int(hybrid)}"
+            await asyncio.to_thread(
+                server.sql, f"CREATE DATABASE {name} OWNER {test_postgres.APP_ROLE}"
+            )
+            if hybrid:
+                await asyncio.to_thread(server.sql, "CREATE EXTENSION vector", database=name)
+            results.append(await _search_postgres(server.url(name), 10000, queries, hybrid))
+    finally:
+        await asyncio.to_thread(running.stop)
+    bench.raw["storage_search_postgres"] = {"queries": queries, "results": results}
+    return [
+        Row(
+            figure=5,
+            name=f"PostgreSQL memory search, {result['items']:,} memories, {result['mode']}",
+            unit="ms",
+            ours=Stat(result["p50_ms"], result["p95_ms"], queries, result["max_ms"]),
+            core=None,
+            target="(information)",
+            outcome="info",
+            notes=[
+                f"figure 5: PostgreSQL {queries} queries, limit 5, a local server on 127.0.0.1"
+                " (fsync off), scripts/bench_store.py's memories, questions and fake embedder"
+            ],
+        )
+        for result in results
+    ]
+
+
 def _missing(name: str) -> Row:
     return Row(
         figure=5,
@@ -321,4 +411,8 @@ def _missing(name: str) -> Row:
 
 async def measure(bench: Bench) -> list[Row]:
     """Both parts of figure 5."""
-    return [*await thread_size_rows(bench), *await search_rows(bench)]
+    return [
+        *await thread_size_rows(bench),
+        *await search_rows(bench),
+        *await postgres_search_rows(bench),
+    ]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+import logging
 
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.store.postgres.aio import AsyncPostgresStore
+import pytest
 
 from custom_components.langgraph_conversation.storage.postgres import PostgresStorage
 
@@ -24,14 +26,20 @@ _COLUMNS = {
     "checkpoint_blobs": {"thread_id", "checkpoint_ns", "channel", "version"},
     "store": {"prefix", "key", "value", "created_at", "updated_at"},
 }
+# The columns of LangGraph's vector table the backfill writes (WordSearchStore).
+_VECTOR_COLUMNS = {"store_vectors": {"prefix", "key", "field_name", "embedding"}}
 
 
 async def test_langgraphs_tables_have_the_columns_we_read(
     postgres_server: PostgresServer, postgres_url: str, postgres_database: str
 ) -> None:
-    storage = await PostgresStorage.open(postgres_url)
+    # With pgvector, opened with an index: its vector table is read by the backfill.
+    storage = await PostgresStorage.open(
+        postgres_url, embed=_topic_vectors if postgres_server.has_vector else None
+    )
     await storage.aclose()
-    for table, columns in _COLUMNS.items():
+    tables = {**_COLUMNS, **(_VECTOR_COLUMNS if postgres_server.has_vector else {})}
+    for table, columns in tables.items():
         found = await asyncio.to_thread(
             postgres_server.sql,
             f"SELECT string_agg(column_name, ',') FROM information_schema.columns"
@@ -85,3 +93,101 @@ async def test_checkpoints_kept_and_idle_threads(postgres_url: str) -> None:
         assert (await saver.stats())["checkpoints"] == 0
     finally:
         await storage.aclose()
+
+
+# -- vectors: LangGraph's index fed by an embedding function, with words beside it ------
+
+_TOPICS = ("tea", "coffee", "dog", "bike")
+
+
+async def _topic_vectors(texts: list[str]) -> list[list[float]]:
+    """A tiny embedding model: one dimension per topic word."""
+    return [[1.0 if topic in text.lower() else 0.01 for topic in _TOPICS] for text in texts]
+
+
+async def _longer_vectors(texts: list[str]) -> list[list[float]]:
+    """Another model, with more dimensions than _topic_vectors."""
+    return [[*vector, 0.5] for vector in await _topic_vectors(texts)]
+
+
+async def _down(texts: list[str]) -> list[list[float]]:
+    raise ConnectionError("embedding server unreachable")
+
+
+def _require_pgvector(server: PostgresServer) -> None:
+    if not server.has_vector:
+        pytest.skip("the server has no pgvector (Debian's postgresql-NN-pgvector)")
+
+
+async def test_hybrid_search_finds_items_langgraph_has_no_vector_for(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """Why the word search stays beside the index: LangGraph's vector search leaves out an
+    item stored without a vector (as while the embedding model was down); ours finds it."""
+    _require_pgvector(postgres_server)
+    storage = await PostgresStorage.open(postgres_url, embed=_topic_vectors, embedding_model="t")
+    try:
+        assert storage.store.vector_problem is None
+        assert storage.store.index_config is not None
+        assert storage.store.index_config["dims"] == len(_TOPICS)
+        namespace = ("memories", "household")
+        await storage.store.aput(namespace, "tea", {"text": "Green tea every morning"})
+        await storage.store.aput(namespace, "bike", {"text": "Rides a bike"}, index=False)
+        upstream = await AsyncPostgresStore.asearch(
+            storage.store, ("memories",), query="bike", limit=10
+        )
+        ours = await storage.store.asearch(("memories",), query="bike", limit=10)
+    finally:
+        await storage.aclose()
+    assert "bike" not in {item.key for item in upstream}
+    assert ours[0].key == "bike"
+
+
+async def test_dimensions_come_from_stored_vectors_when_the_model_is_down(
+    postgres_server: PostgresServer, postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reopened while the embedding model is down: the index keeps the stored vectors' size,
+    puts keep their words, searches go by words; one warning for the whole run."""
+    _require_pgvector(postgres_server)
+    storage = await PostgresStorage.open(postgres_url, embed=_topic_vectors, embedding_model="t")
+    try:
+        await storage.store.aput(("memories", "u1"), "tea", {"text": "Green tea every morning"})
+    finally:
+        await storage.aclose()
+    with caplog.at_level(logging.WARNING):
+        storage = await PostgresStorage.open(postgres_url, embed=_down, embedding_model="t")
+        try:
+            assert storage.store.index_config is not None
+            assert storage.store.index_config["dims"] == len(_TOPICS)
+            await storage.store.aput(("memories", "u1"), "dog", {"text": "The dog is Rex"})
+            found = await storage.store.asearch(("memories",), query="dog Rex", limit=5)
+            listed = await storage.store.asearch(("memories",), limit=5)
+        finally:
+            await storage.aclose()
+    assert [item.key for item in found] == ["dog"]
+    assert {item.key for item in listed} == {"tea", "dog"}
+    warned = [r for r in caplog.records if "searching memories by their words" in r.message]
+    assert len(warned) == 1
+
+
+async def test_a_model_of_another_size_is_words_only(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """Vectors of another size cannot share pgvector's column: words only, and why."""
+    _require_pgvector(postgres_server)
+    storage = await PostgresStorage.open(postgres_url, embed=_topic_vectors, embedding_model="t")
+    try:
+        await storage.store.aput(("memories", "u1"), "tea", {"text": "Green tea"})
+    finally:
+        await storage.aclose()
+    storage = await PostgresStorage.open(postgres_url, embed=_longer_vectors, embedding_model="l")
+    try:
+        found = await storage.store.asearch(("memories",), query="tea", limit=5)
+        stats = await storage.store.stats()
+    finally:
+        await storage.aclose()
+    assert [item.key for item in found] == ["tea"]
+    assert (stats["vector_index"], stats["vector_problem"]) == (
+        False,
+        "embedding_dimensions_changed",
+    )

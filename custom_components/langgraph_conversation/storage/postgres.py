@@ -8,6 +8,11 @@ imported only where PostgreSQL is used; the SQLite path never loads it.
 is wrong (refused, password, database, TLS), which a connection pool's timeout would hide.
 The same connection then creates or migrates the saver's and the store's tables, which is
 also where a role without the right to create tables is found out.
+
+With an embedding model, the store is opened with LangGraph's vector index (pgvector) when
+the database has the extension or the role may create it; the dimensions come from the
+vectors already stored, else from one embedding call. Otherwise memories are searched by
+their words only, and `vector_problem` says why (for diagnostics and one log line).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from .postgres_house import (
+    EmbedFunc,
+    GuardedEmbed,
     HouseSaver,
     PostgresLinkStore,
     PostgresRatingStore,
@@ -173,6 +180,57 @@ async def _has_vector(connection: psycopg.AsyncConnection[dict[str, Any]]) -> bo
     return await cursor.fetchone() is not None
 
 
+class VectorProblem(StrEnum):
+    """Why memories on PostgreSQL are searched by words only though a model is chosen."""
+
+    EXTENSION_MISSING = "pgvector_not_installed"
+    EXTENSION_NOT_ALLOWED = "pgvector_not_allowed"
+    EMBEDDING_UNAVAILABLE = "embedding_model_unreachable"
+    DIMENSIONS_CHANGED = "embedding_dimensions_changed"
+
+
+# The text embedded once at opening to learn the model's dimensions.
+_PROBE_TEXT = "dimensions"
+
+
+async def _stored_dimensions(connection: psycopg.AsyncConnection[dict[str, Any]]) -> int | None:
+    """The size of the vectors LangGraph's store already keeps (pgvector's column type
+    carries it as its modifier), or None before the first index."""
+    cursor = await connection.execute(
+        "SELECT atttypmod FROM pg_attribute"
+        " WHERE attrelid = to_regclass('store_vectors') AND attname = 'embedding'"
+    )
+    row = await cursor.fetchone()
+    return int(row["atttypmod"]) if row and row["atttypmod"] > 0 else None
+
+
+async def _vector_index(
+    connection: psycopg.AsyncConnection[dict[str, Any]], embed: GuardedEmbed
+) -> tuple[PostgresIndexConfig | None, VectorProblem | None]:
+    """LangGraph's index configuration for `embed`, or why there is none."""
+    if not await _has_vector(connection):
+        try:
+            await connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.errors.InsufficientPrivilege:
+            return None, VectorProblem.EXTENSION_NOT_ALLOWED
+        except psycopg.Error:
+            # Not installed on the server (no control file), or refused otherwise.
+            return None, VectorProblem.EXTENSION_MISSING
+    stored = await _stored_dimensions(connection)
+    try:
+        probed: int | None = len((await embed([_PROBE_TEXT]))[0])
+    except Exception:  # noqa: BLE001  logged by GuardedEmbed; the stored size may do
+        probed = None
+    if stored is not None and probed is not None and stored != probed:
+        return None, VectorProblem.DIMENSIONS_CHANGED
+    dims = stored or probed
+    if dims is None:
+        return None, VectorProblem.EMBEDDING_UNAVAILABLE
+    # Memories and document chunks keep their text under "text" (agent/memory.py,
+    # agent/knowledge.py); only that is embedded.
+    return {"dims": dims, "embed": embed, "fields": ["text"]}, None
+
+
 @dataclass(slots=True)
 class PostgresStorage:
     """LangGraph's saver and store on one connection pool to one database, with our
@@ -189,19 +247,33 @@ class PostgresStorage:
     url: str = field(repr=False, default="")
 
     @classmethod
-    async def open(cls, url: str, *, index: PostgresIndexConfig | None = None) -> Self:
+    async def open(
+        cls,
+        url: str,
+        *,
+        index: PostgresIndexConfig | None = None,
+        embed: EmbedFunc | None = None,
+        embedding_model: str = "",
+    ) -> Self:
         """Connects, creates or migrates the tables, and opens the pool.
 
         With `index` (dimensions, embedding function, fields), the store also keeps vectors
         through pgvector (the extension is created if the role may, else that is
-        "permission denied"). Raises PostgresUnavailable with the reason when the database
-        cannot be used.
+        "permission denied"). With `embed` (the entry's embedding model, named
+        `embedding_model`) instead, the index is built here when pgvector can be used, and
+        the store searches by words only when not (`store.vector_problem` says why).
+        Raises PostgresUnavailable with the reason when the database cannot be used.
         """
         connection = await _connect(url)
+        vector_problem: VectorProblem | None = None
         try:
             try:
                 await AsyncPostgresSaver(connection).setup()
                 await create_tables(connection)
+                if index is None and embed is not None:
+                    index, vector_problem = await _vector_index(
+                        connection, GuardedEmbed(embed, embedding_model or "embedding model")
+                    )
                 setup_store = AsyncPostgresStore(connection, index=index)
                 try:
                     await setup_store.setup()
@@ -225,6 +297,7 @@ class PostgresStorage:
             await pool.close()
             raise _unavailable(err, url) from err
         store = WordSearchStore(pool, index=index)
+        store.vector_problem = str(vector_problem) if vector_problem else None
         return cls(
             pool,
             HouseSaver(pool),

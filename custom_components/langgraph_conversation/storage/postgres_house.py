@@ -1,6 +1,7 @@
 """What our SQLite files offer beyond LangGraph's interfaces, on LangGraph's PostgreSQL saver
 and store: checkpoints kept per thread, idle expiry, conversation links, ratings, searching
-memories by their words without a vector index, and sizes for diagnostics.
+memories by their words (alone without a vector index, with the vectors when there is one),
+an embedding failure that falls back to words instead of failing, and sizes for diagnostics.
 
 The saver and the store stay LangGraph's own classes (subclassed, every LangGraph method
 untouched but the two named below). Our two tables live next to theirs, prefixed `lgc_`.
@@ -12,8 +13,9 @@ which tests/storage/test_postgres_house.py checks against the installed version.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
+import logging
 import re
 import threading
 from typing import Any
@@ -21,13 +23,20 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.store.base import SearchItem
+from langgraph.store.base import Op, PutOp, Result, SearchItem, SearchOp
 from langgraph.store.postgres.aio import AsyncPostgresStore
 import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+_LOGGER = logging.getLogger(__name__)
+
+type EmbedFunc = Callable[[list[str]], Awaitable[list[list[float]]]]
+
 LINKS_TABLE = "lgc_conversation_links"
+# Share of the vectors' cosine similarity in a hybrid score; the rest is the words' rank
+# (the SQLite store's weighting, storage/store.py).
+SEMANTIC_WEIGHT = 0.5
 RATINGS_TABLE = "lgc_answer_ratings"
 
 SCHEMA = (
@@ -155,9 +164,51 @@ class HouseSaver(AsyncPostgresSaver):
 _WORD = re.compile(r"\w+")
 
 
+class EmbeddingFailed(Exception):
+    """The embedding function failed; the store goes on by words (never fails a turn)."""
+
+
+class GuardedEmbed:
+    """The entry's embedding function as the store's index calls it: a failure becomes
+    EmbeddingFailed, logged once per run of failures (as the SQLite store does)."""
+
+    def __init__(self, embed: EmbedFunc, model: str) -> None:
+        self._embed = embed
+        self.model = model
+        self._failing = False
+
+    async def __call__(self, texts: list[str]) -> list[list[float]]:
+        try:
+            vectors = await self._embed(texts)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001  any failure means: words only, this time
+            if not self._failing:
+                self._failing = True
+                _LOGGER.warning(
+                    "Embedding model %s failed, searching memories by their words only: %s",
+                    self.model,
+                    err,
+                )
+            raise EmbeddingFailed(str(err)) from None
+        if self._failing:
+            self._failing = False
+            _LOGGER.info("Embedding model %s works again", self.model)
+        return vectors
+
+
 class WordSearchStore(AsyncPostgresStore):
-    """LangGraph's PostgreSQL store; without a vector index a search with a query finds
-    items by their words (LangGraph's store ignores the query then and lists items)."""
+    """LangGraph's PostgreSQL store, searched by words as well.
+
+    Without a vector index a search with a query finds items by their words (LangGraph's
+    store ignores the query then and lists items). With one, LangGraph's vector search and
+    the word search are combined (hybrid, as on SQLite: an item saved while the embedding
+    model was down has no vector but still has its words). When the embedding model fails,
+    puts are stored without a vector and searches go by words: nothing is lost, no turn fails.
+    """
+
+    # Why vectors are not used, for diagnostics (None: they are, or no model was chosen).
+    vector_problem: str | None = None
 
     async def asearch(
         self,
@@ -170,7 +221,7 @@ class WordSearchStore(AsyncPostgresStore):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        if not query or self.index_config or filter:
+        if not query or filter:
             return await super().asearch(
                 namespace_prefix,
                 query=query,
@@ -180,9 +231,96 @@ class WordSearchStore(AsyncPostgresStore):
                 refresh_ttl=refresh_ttl,
             )
         words = list(dict.fromkeys(word.lower() for word in _WORD.findall(query)))
-        if not words:
-            return []
-        return await self._search_words(namespace_prefix, words, limit, offset)
+        if self.index_config is None:
+            if not words:
+                return []
+            return await self._search_words(namespace_prefix, words, limit, offset)
+        # Both rankings need the best `offset + limit` of their own to page the merge.
+        wanted = offset + limit
+        by_words = await self._search_words(namespace_prefix, words, wanted, 0) if words else []
+        try:
+            # Straight to LangGraph's batch (not through the queue), so an embedding failure
+            # reaches this search alone.
+            (by_meaning,) = await AsyncPostgresStore.abatch(
+                self,
+                [SearchOp(namespace_prefix, query=query, limit=wanted, refresh_ttl=refresh_ttl)],
+            )
+        except EmbeddingFailed:
+            return by_words[offset:wanted]
+        return _hybrid(by_words, by_meaning)[offset:wanted]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """LangGraph's batch; if embedding fails, again without vectors (puts keep their
+        words, searches go by words), so operations batched with it fail neither."""
+        ops = list(ops)
+        try:
+            return await super().abatch(ops)
+        except EmbeddingFailed:
+            pass
+        results: list[Result] = [None] * len(ops)
+        plain: list[tuple[int, Op]] = []
+        for position, op in enumerate(ops):
+            if isinstance(op, SearchOp) and op.query and not op.filter:
+                words = list(dict.fromkeys(word.lower() for word in _WORD.findall(op.query)))
+                results[position] = (
+                    await self._search_words(op.namespace_prefix, words, op.limit, op.offset)
+                    if words
+                    else []
+                )
+            elif isinstance(op, SearchOp) and op.query:
+                # With a filter the query only ranked by vectors: list the filtered items.
+                plain.append((position, op._replace(query=None)))
+            elif isinstance(op, PutOp) and op.value is not None and op.index is not False:
+                plain.append((position, op._replace(index=False)))
+            else:
+                plain.append((position, op))
+        if plain:
+            done = await super().abatch([op for _, op in plain])
+            for (position, _), result in zip(plain, done, strict=True):
+                results[position] = result
+        return results
+
+    async def abackfill_vectors(self, limit: int, *, batch_size: int = 32) -> int:
+        """Give up to `limit` items with a "text" but no vector one (saved while the
+        embedding model was down, or copied in without one); how many got one.
+
+        Writes LangGraph's vector rows as its own put does (the columns
+        tests/storage/test_postgres_house.py checks), without touching the items, whose
+        times stay as they were. Stops at an embedding failure (the next run tries again).
+        """
+        if self.embeddings is None:
+            return 0
+        pool: Pool = self.conn  # type: ignore[assignment]
+        done = 0
+        while done < limit:
+            async with pool.connection() as connection:
+                cursor = await connection.execute(
+                    "SELECT s.prefix, s.key, s.value ->> 'text' AS text FROM store AS s"
+                    " WHERE jsonb_typeof(s.value -> 'text') = 'string'"
+                    " AND NOT EXISTS (SELECT 1 FROM store_vectors AS v"
+                    "  WHERE v.prefix = s.prefix AND v.key = s.key)"
+                    " ORDER BY s.updated_at DESC LIMIT %s",
+                    (min(batch_size, limit - done),),
+                )
+                rows = await cursor.fetchall()
+            if not rows:
+                break
+            try:
+                vectors = await self.embeddings.aembed_documents([row["text"] for row in rows])
+            except EmbeddingFailed:
+                break
+            async with pool.connection() as connection, connection.transaction():
+                for row, vector in zip(rows, vectors, strict=True):
+                    # Only if the item still has the text that was embedded.
+                    await connection.execute(
+                        "INSERT INTO store_vectors (prefix, key, field_name, embedding)"
+                        " SELECT prefix, key, 'text', %s FROM store"
+                        " WHERE prefix = %s AND key = %s AND value ->> 'text' = %s"
+                        " ON CONFLICT (prefix, key, field_name) DO NOTHING",
+                        (vector, row["prefix"], row["key"], row["text"]),
+                    )
+            done += len(rows)
+        return done
 
     async def _search_words(
         self, namespace_prefix: tuple[str, ...], words: list[str], limit: int, offset: int
@@ -228,7 +366,42 @@ class WordSearchStore(AsyncPostgresStore):
             "backend": "postgresql",
             **(row or {}),
             "vector_index": self.index_config is not None,
+            "vector_problem": self.vector_problem,
         }
+
+
+def _hybrid(by_words: list[SearchItem], by_meaning: list[SearchItem]) -> list[SearchItem]:
+    """One ranking: SEMANTIC_WEIGHT x cosine similarity (LangGraph's score, from 0 up) plus
+    the rest x the word rank over the best word rank; items that score nothing are left out."""
+    best_rank = max((item.score or 0.0 for item in by_words), default=0.0)
+    scores: dict[tuple[tuple[str, ...], str], float] = {}
+    items: dict[tuple[tuple[str, ...], str], SearchItem] = {}
+    for item in by_words:
+        key = (item.namespace, item.key)
+        items[key] = item
+        if best_rank > 0:
+            scores[key] = (1 - SEMANTIC_WEIGHT) * (item.score or 0.0) / best_rank
+    for item in by_meaning:
+        key = (item.namespace, item.key)
+        items.setdefault(key, item)
+        scores[key] = scores.get(key, 0.0) + SEMANTIC_WEIGHT * max(item.score or 0.0, 0.0)
+    ranked = sorted(
+        (key for key, score in scores.items() if score > 0),
+        key=lambda key: (scores[key], items[key].updated_at),
+        reverse=True,
+    )
+    return [_scored(items[key], scores[key]) for key in ranked]
+
+
+def _scored(item: SearchItem, score: float) -> SearchItem:
+    return SearchItem(
+        namespace=item.namespace,
+        key=item.key,
+        value=item.value,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+        score=score,
+    )
 
 
 def _like_literal(text: str) -> str:
