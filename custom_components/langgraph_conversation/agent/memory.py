@@ -189,8 +189,7 @@ def memory_flags(memories: list[dict]) -> list[TextFlagged]:
 # The tool's description says how; this says when (the model would not otherwise think of
 # saving what a person mentions in passing).
 MEMORY_INSTRUCTIONS = (
-    "Use the memory tool to save lasting facts people tell you (names, birthdays, likes, "
-    "routines), to look up what no <memories> section shows, and to forget on request."
+    "Save lasting facts people tell you (names, birthdays, likes, routines) with the memory tool."
 )
 
 
