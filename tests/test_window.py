@@ -117,6 +117,30 @@ def test_the_plan_compacts_then_drops_optional_tools() -> None:
     assert (small.prompt, small.tools, small.plan.compacted) == (layers, tools, False)
 
 
+def test_entity_search_comes_with_the_compact_listing_only() -> None:
+    """A tool offered only without the listing joins the request when the listing is
+    compacted to fit, and is never the one dropped; while the listing fits it stays out."""
+    layers = PromptLayers(base="Be brief.", instructions="Devices: " + "lamp, " * 2000)
+    tools: list[Any] = [_Tool("HassTurnOn", 700), _Tool("home_media_search", 12000)]
+    search: list[Any] = [_Tool("home_find_entities", 700)]
+    request = [HumanMessage("lights on")]
+    fit = plan_turn(
+        4096,
+        1024,
+        layers,
+        tools,
+        _schema,
+        request,
+        optional_tools=frozenset({"home_media_search"}),
+        compact_instructions=lambda: "Devices by area: 3 lamps.",
+        compact_tools=search,
+    )
+    assert [t.name for t in fit.tools] == ["HassTurnOn", "home_find_entities"]
+    assert (fit.plan.compacted, fit.plan.tools_dropped) == (True, ("home_media_search",))
+    roomy = plan_turn(100_000, 1024, layers, tools, _schema, request, compact_tools=search)
+    assert (roomy.tools, roomy.plan.compacted) == (tools, False)
+
+
 def test_a_request_that_cannot_fit_says_so() -> None:
     layers = PromptLayers(base="Be brief.", instructions="x" * 20_000)
     with pytest.raises(WindowTooSmall) as raised:

@@ -552,9 +552,9 @@ def weather(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) 
     if not re.search(r"\b(weather|forecast|temperature outside|rain|sunny|warm outside)\b", said):
         return None
     wants_forecast = re.search(r"\b(forecast|tomorrow|week|weekend|later|next days)\b", said)
-    if wants_forecast and (tool := tools.own("home_weather_forecast")):
-        return call(tool, {"days": 2} if "tomorrow" in said else {"days": 3})
-    if tool := tools.own("home_weather_current"):
+    if tool := tools.own("home_weather"):
+        if wants_forecast:
+            return call(tool, {"days": 2} if "tomorrow" in said else {"days": 3})
         return call(tool, {})
     if tool := tools.intent("HassGetWeather"):
         return call(tool, {})
@@ -612,7 +612,7 @@ def describe(name: str, arguments: dict[str, Any], data: Any) -> str:
         if data.get("refused"):
             sentence += " Not possible: " + "; ".join(data["refused"]) + "."
         return sentence
-    if name == "home_weather_current":
+    if name == "home_weather" and "forecast" not in data:
         units = data.get("units") or {}
         details = [
             f"{label} {text}"
@@ -624,7 +624,7 @@ def describe(name: str, arguments: dict[str, Any], data: Any) -> str:
         if temperature:
             head += f", {temperature}"
         return head + (", " + ", ".join(details) if details else "") + "."
-    if name == "home_weather_forecast":
+    if name == "home_weather":
         units = data.get("units") or {}
         unit = units.get("temperature", "")
         days = []

@@ -531,6 +531,7 @@ class AgentRuntime:
                 request,
                 optional_tools=turn.optional_tools | added,
                 compact_instructions=turn.compact_instructions if agent.kind.uses_tools else None,
+                compact_tools=turn.compact_tools,
             )
         except WindowTooSmall as err:
             _LOGGER.warning("A request does not fit the model's context window: %s", err)
