@@ -216,12 +216,16 @@ async def test_a_large_home_fits_the_default_window(
     assert len(ollama_server.prompts) == 5
     assert {m.window for m in ollama_server.prompts} == {8192}
     assert _within_windows(ollama_server) == []
+    # The listing is in the prompt: no entity search next to it.
+    tools = {tool["function"]["name"] for tool in ollama_server.requests[0]["tools"]}
+    assert "home_find_entities" not in tools
 
 
 async def test_a_large_home_still_works_in_a_small_window(
     hass: HomeAssistant, ollama_server: FakeOllamaServer
 ) -> None:
-    """4,096 tokens: the entity listing goes compact and optional tools go, as reported."""
+    """4,096 tokens: the entity listing goes compact (entity search joins) and optional
+    tools go, as reported."""
     events = async_capture_events(hass, EVENT_ACTIVITY)
     entry = await setup_ollama_entry(hass, ollama_server, **{CONF_CONTEXT_WINDOW: 4096})
     add_home(hass, 100)
@@ -238,6 +242,8 @@ async def test_a_large_home_still_works_in_a_small_window(
     names = [tool["function"]["name"] for tool in first["tools"]]
     assert await assist_tool_name(hass, "HassTurnOn") in names
     assert not set(trimmed[0]["tools_dropped"]) & set(names)
+    # Without the listing the model finds names with entity search, which comes with it.
+    assert "home_find_entities" in names
 
 
 async def test_a_long_conversation_leaves_older_turns_out(
