@@ -287,7 +287,7 @@ def memory_tools(
             args_schema={
                 "type": "object",
                 "properties": {
-                    "action": {"enum": list(_ACTIONS)},
+                    "action": {"type": "string", "enum": list(_ACTIONS)},
                     "text": {"type": "string"},
                     "id": {"type": "string"},
                 },

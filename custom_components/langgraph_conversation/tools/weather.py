@@ -66,10 +66,7 @@ UNIT_ATTRIBUTES = {
 }
 PERCENT_FIELDS = frozenset({"humidity", "precipitation_probability", "cloud_coverage"})
 
-NAME_PROPERTY = {
-    "type": "string",
-    "description": "Another weather entity; omit for the home's",
-}
+NAME_PROPERTY = {"type": "string", "description": "Omit for the home's weather"}
 
 
 async def _weather_entity(tool_context: ToolContext, name: str | None) -> tuple[State, list[str]]:
@@ -236,28 +233,18 @@ SPECS: list[ToolSpec] = [
     ToolSpec(
         name="home_weather",
         description=(
-            "Weather now; with days or hours, the forecast only as far as asked: days=2 for "
-            "tomorrow, 7 for the week. templow is the low."
+            "Weather now; with days (today included) or hours, the forecast only as far as "
+            "asked. templow is the low."
         ),
         parameters={
             "type": "object",
             "properties": {
                 "name": NAME_PROPERTY,
-                "type": {
-                    "type": "string",
-                    "enum": ["daily", "hourly", "twice_daily"],
-                },
-                "days": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_DAYS,
-                    "description": "Today included",
-                },
-                "hours": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_HOURS,
-                },
+                "type": {"type": "string", "enum": ["daily", "hourly", "twice_daily"]},
+                # No bounds in the schema (tokens in every request): the counts are
+                # clamped to 1..MAX_DAYS / MAX_HOURS when read.
+                "days": {"type": "integer"},
+                "hours": {"type": "integer"},
             },
             "required": [],
         },
