@@ -1,4 +1,4 @@
-"""Long-term memories: whose they are, what the model reads of them, and its memory tools.
+"""Long-term memories: whose they are, what the model reads of them, and its memory tool.
 
 Each person has a namespace (their Home Assistant user id); turns without a user (voice
 satellites, automations) use the household namespace. A person's turn reads their own

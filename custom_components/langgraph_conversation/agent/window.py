@@ -18,7 +18,7 @@ previous one was not enough:
    thread keeps them; the summary of old turns still rides along);
 2. the home's entity listing, replaced by its compact form (when the agent offers one),
    which brings the tools that search the home (offered only when the listing is gone);
-3. optional tools (the agent's own and memory tools; Home Assistant's Assist API tools
+3. optional tools (the agent's own and the memory tool; Home Assistant's Assist API tools
    stay), last offered first, never one the instructions name.
 
 Steps 2 and 3 are planned once per turn (`plan_turn`), step 1 before every model call
