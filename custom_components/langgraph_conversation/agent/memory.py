@@ -282,8 +282,8 @@ def memory_tools(
         StructuredTool(
             name=MEMORY_TOOL,
             # Short: it rides along in every request.
-            description="Saved facts. remember: save text (one sentence; with id, replace "
-            "it). recall: search by text. forget: delete by id.",
+            description="Saved facts: remember text (one sentence; with id, replaces it), "
+            "recall by text, forget by id.",
             args_schema={
                 "type": "object",
                 "properties": {
