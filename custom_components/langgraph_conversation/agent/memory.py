@@ -282,7 +282,7 @@ def memory_tools(
         StructuredTool(
             name=MEMORY_TOOL,
             # Short: it rides along in every request.
-            description="Saved facts: remember text (one sentence; with id, replaces it), "
+            description="Saved facts: remember text (with id, replaces it), "
             "recall by text, forget by id.",
             args_schema={
                 "type": "object",

@@ -66,7 +66,8 @@ UNIT_ATTRIBUTES = {
 }
 PERCENT_FIELDS = frozenset({"humidity", "precipitation_probability", "cloud_coverage"})
 
-NAME_PROPERTY = {"type": "string", "description": "Omit for the home's weather"}
+# Another weather entity by name; without one, the home's (the tool says which it read).
+NAME_PROPERTY = {"type": "string"}
 
 
 async def _weather_entity(tool_context: ToolContext, name: str | None) -> tuple[State, list[str]]:
