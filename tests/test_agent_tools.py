@@ -49,14 +49,15 @@ async def test_default_agent_offers_our_tools_next_to_assist(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
     """The default agent binds Home Assistant's tools and those of ours that fit, without
-    name clashes (tools/test_fits.py has every home shape)."""
+    name clashes (tools/test_fits.py has every home shape); no entity search next to the
+    entity listing in Home Assistant's prompt."""
     _add_home(hass, 3)
     await conversation.async_converse(
         hass, "Hi", None, Context(), agent_id=agent_entity_id(hass, setup_integration)
     )
     names = _tool_names(openai_server.requests[0])
     ours = {n for n in names if n.startswith("home_")}
-    assert "home_find_entities" in ours
+    assert "home_find_entities" not in ours
     assert any(n.endswith("HassTurnOn") for n in names)
     assert len(names) == len(openai_server.requests[0]["tools"])
 
@@ -75,7 +76,7 @@ async def test_categories_limit_tools(
         hass, "Hi", None, Context(), agent_id=agent_entity_id(hass, setup_integration)
     )
     ours = {n for n in _tool_names(openai_server.requests[0]) if n.startswith("home_")}
-    assert ours == {"home_weather_current", "home_weather_forecast"}
+    assert ours == {"home_weather"}
 
 
 # Without Home Assistant's API: home_get_state is left out next to its GetLiveContext.
@@ -107,6 +108,8 @@ async def test_compact_context_replaces_the_entity_listing(
     compact = text_of(messages_of(openai_server.requests[0], "system")[0])
     assert "Room 0: 8 lights" in compact
     assert "Lamp 17" not in compact
+    # The model finds names by searching instead of reading the listing.
+    assert "home_find_entities" in _tool_names(openai_server.requests[0])
 
     hass.config_entries.async_update_subentry(
         setup_integration,
@@ -120,6 +123,7 @@ async def test_compact_context_replaces_the_entity_listing(
     await conversation.async_converse(hass, "Hi", None, Context(), agent_id=agent_id)
     full = text_of(messages_of(openai_server.requests[1], "system")[0])
     assert "Lamp 17" in full
+    assert "home_find_entities" not in _tool_names(openai_server.requests[1])
     compact_tokens = litellm.token_counter(model="gpt-4o", text=compact)
     full_tokens = litellm.token_counter(model="gpt-4o", text=full)
     print(f"system prompt tokens, 40 lights: full {full_tokens}, compact {compact_tokens}")

@@ -106,7 +106,9 @@ async def test_first_embedding_does_not_block(
     await hass.async_block_till_done()
     agent_id = agent_entity_id(hass, config_entry)
 
-    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": "Ada cycles to work"})])
+    openai_server.add_tool_calls(
+        [ToolCall("memory", {"action": "remember", "text": "Ada cycles to work"})]
+    )
     openai_server.add_text("Noted.")
     await conversation.async_converse(
         hass, "Remember that Ada cycles to work", None, Context(), agent_id=agent_id

@@ -167,7 +167,7 @@ async def test_meaning_without_shared_words_is_recalled_only_with_embeddings(
     openai_server.embed_text = _meaningful
     if embeddings_on:
         await _set_options(hass, setup_integration, **{CONF_EMBEDDING_MODEL: EMBEDDING_MODEL})
-    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": MEMORY})])
+    openai_server.add_tool_calls([ToolCall("memory", {"action": "remember", "text": MEMORY})])
     openai_server.add_text("Noted.")
     await _ask(hass, setup_integration, "Remember: Ada cycles to the office on a bicycle")
 
@@ -197,7 +197,7 @@ async def test_embedding_failure_keeps_memories_and_words_still_find_them(
     await _set_options(hass, setup_integration, **{CONF_EMBEDDING_MODEL: EMBEDDING_MODEL})
     openai_server.embedding_error = ErrorReply(status=500, message="embedding backend down")
     with caplog.at_level(logging.WARNING):
-        openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": MEMORY})])
+        openai_server.add_tool_calls([ToolCall("memory", {"action": "remember", "text": MEMORY})])
         openai_server.add_text("Noted.")
         await _ask(hass, setup_integration, "Remember: Ada cycles to the office on a bicycle")
         tool_result = text_of(messages_of(openai_server.requests[-1], "tool")[0])
@@ -232,7 +232,7 @@ async def test_embedding_model_change_never_mixes_vectors(
     """Vectors of the old model are not compared with the new one's; the backfill fills in."""
     openai_server.embed_text = _meaningful
     await _set_options(hass, setup_integration, **{CONF_EMBEDDING_MODEL: EMBEDDING_MODEL})
-    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": MEMORY})])
+    openai_server.add_tool_calls([ToolCall("memory", {"action": "remember", "text": MEMORY})])
     openai_server.add_text("Noted.")
     await _ask(hass, setup_integration, "Remember: Ada cycles to the office on a bicycle")
     stats = await hass.data[DATA_STORAGE].memory.stats()
@@ -274,14 +274,16 @@ async def test_forgetting_a_memory_deletes_its_vector(
 ) -> None:
     """A deleted memory leaves no vector behind."""
     await _set_options(hass, setup_integration, **{CONF_EMBEDDING_MODEL: EMBEDDING_MODEL})
-    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": "The cat is called Mia"})])
+    openai_server.add_tool_calls(
+        [ToolCall("memory", {"action": "remember", "text": "The cat is called Mia"})]
+    )
     openai_server.add_text("Noted.")
     await _ask(hass, setup_integration, "Our cat is called Mia")
     saved = text_of(messages_of(openai_server.requests[-1], "tool")[0])
     memory_id = saved.split('"saved": "')[1].split('"')[0]
     store = hass.data[DATA_STORAGE].memory
     assert (await store.stats())["vectors"] == 1
-    openai_server.add_tool_calls([ToolCall("forget_fact", {"memory_id": memory_id})])
+    openai_server.add_tool_calls([ToolCall("memory", {"action": "forget", "id": memory_id})])
     openai_server.add_text("Forgotten.")
     await _ask(hass, setup_integration, "Forget the cat's name")
     stats = await store.stats()

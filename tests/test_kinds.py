@@ -403,7 +403,7 @@ async def test_chatbot_reads_memories_but_cannot_save_them(
     assert "tools" not in request
     system = _system(request)
     assert "The cat is called Mia" in system
-    assert "remember_fact" not in system
+    assert "memory tool" not in system
 
 
 @pytest.mark.parametrize("agent_overrides", [RAG])

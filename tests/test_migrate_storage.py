@@ -65,10 +65,14 @@ async def test_files_move_to_postgres_and_back_without_loss(
     postgres_url: str,
 ) -> None:
     # On this machine's files: a conversation of two turns and two memories.
-    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": "The cat is called Miso"})])
+    openai_server.add_tool_calls(
+        [ToolCall("memory", {"action": "remember", "text": "The cat is called Miso"})]
+    )
     openai_server.add_text("Noted.")
     begun = await _ask(hass, setup_integration, "Remember our cat is called Miso")
-    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": "Bins go out on Tuesday"})])
+    openai_server.add_tool_calls(
+        [ToolCall("memory", {"action": "remember", "text": "Bins go out on Tuesday"})]
+    )
     openai_server.add_text("Noted too.")
     await _ask(hass, setup_integration, "Remember bins go out on Tuesday", begun.conversation_id)
     folder = Path(hass.config.path(DOMAIN))
@@ -104,7 +108,7 @@ async def test_files_move_to_postgres_and_back_without_loss(
 
     # And back: a new memory made on PostgreSQL reaches the files, the rest is there.
     openai_server.add_tool_calls(
-        [ToolCall("remember_fact", {"fact": "Plants need water on Sunday"})]
+        [ToolCall("memory", {"action": "remember", "text": "Plants need water on Sunday"})]
     )
     openai_server.add_text("Noted.")
     await _ask(hass, setup_integration, "Remember plants need water on Sunday")

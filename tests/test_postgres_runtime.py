@@ -101,7 +101,12 @@ async def test_two_instances_share_memories_and_conversations(
     first = _entry(openai_server.api_base, agent_options, _postgres(postgres_url))
     await _set_up(hass, first)
     openai_server.add_tool_calls(
-        [ToolCall("remember_fact", {"fact": "The spare key is under the blue flowerpot"})]
+        [
+            ToolCall(
+                "memory",
+                {"action": "remember", "text": "The spare key is under the blue flowerpot"},
+            )
+        ]
     )
     openai_server.add_text("Noted.")
     begun = await _ask(hass, first, "Remember: the spare key is under the blue flowerpot")
@@ -164,7 +169,9 @@ async def test_diagnostics_count_without_naming_the_database(
 ) -> None:
     entry = _entry(openai_server.api_base, agent_options, _postgres(postgres_url))
     await _set_up(hass, entry)
-    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": "Tea at five"})])
+    openai_server.add_tool_calls(
+        [ToolCall("memory", {"action": "remember", "text": "Tea at five"})]
+    )
     openai_server.add_text("Noted.")
     await _ask(hass, entry, "Remember tea at five")
     diagnostics = await get_diagnostics_for_config_entry(hass, hass_client, entry)

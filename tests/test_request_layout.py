@@ -111,7 +111,9 @@ async def test_tool_rounds_keep_the_prefix(
     request both begin with everything sent before."""
     hass.states.async_set("light.kitchen", "off", {"friendly_name": "Kitchen light"})
     for number in range(5):
-        openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": f"Fact {number}"})])
+        openai_server.add_tool_calls(
+            [ToolCall("memory", {"action": "remember", "text": f"Fact {number}"})]
+        )
         openai_server.add_text(f"Saved {number}.")
     await _five_turns(hass, setup_integration, openai_server, QUESTIONS)
     assert openai_server.request_count == 10

@@ -165,7 +165,7 @@ def test_sanitize_schema(raw: dict[str, Any], expected: dict[str, Any]) -> None:
 
 
 def test_every_tool_of_ours_is_provider_safe() -> None:
-    """Our own tools (all categories) and the memory tools pass the same checks."""
+    """Our own tools (all categories) and the memory tool pass the same checks."""
     from langgraph.store.memory import InMemoryStore
 
     from custom_components.langgraph_conversation.agent.memory import MemoryScope, memory_tools

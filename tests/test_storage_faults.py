@@ -162,7 +162,7 @@ async def _remember(
     conversation_id: str | None = None,
 ) -> conversation.ConversationResult:
     """A turn in which the model saves `fact`; it answers "Noted." whatever happened."""
-    server.add_tool_calls([ToolCall("remember_fact", {"fact": fact})])
+    server.add_tool_calls([ToolCall("memory", {"action": "remember", "text": fact})])
     server.add_text("Noted.")
     result = await _ask(hass, entry, f"Remember: {fact}", conversation_id)
     assert result.response.speech["plain"]["speech"] == "Noted."

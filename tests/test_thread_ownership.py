@@ -174,7 +174,7 @@ async def test_another_user_never_sees_recalled_memories(
         blocking=True,
         context=Context(user_id=users["a"]),
     )
-    openai_server.add_tool_calls([ToolCall("recall_facts", {"query": "passport"})])
+    openai_server.add_tool_calls([ToolCall("memory", {"action": "recall", "text": "passport"})])
     openai_server.add_text("It is on file.")
     await _say(hass, setup_integration, users, Who("a", None), "My passport number?", "family")
     assert "PASSPORT-4711" in _sent(openai_server, 0)

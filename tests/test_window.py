@@ -117,6 +117,30 @@ def test_the_plan_compacts_then_drops_optional_tools() -> None:
     assert (small.prompt, small.tools, small.plan.compacted) == (layers, tools, False)
 
 
+def test_entity_search_comes_with_the_compact_listing_only() -> None:
+    """A tool offered only without the listing joins the request when the listing is
+    compacted to fit, and is never the one dropped; while the listing fits it stays out."""
+    layers = PromptLayers(base="Be brief.", instructions="Devices: " + "lamp, " * 2000)
+    tools: list[Any] = [_Tool("HassTurnOn", 700), _Tool("home_media_search", 12000)]
+    search: list[Any] = [_Tool("home_find_entities", 700)]
+    request = [HumanMessage("lights on")]
+    fit = plan_turn(
+        4096,
+        1024,
+        layers,
+        tools,
+        _schema,
+        request,
+        optional_tools=frozenset({"home_media_search"}),
+        compact_instructions=lambda: "Devices by area: 3 lamps.",
+        compact_tools=search,
+    )
+    assert [t.name for t in fit.tools] == ["HassTurnOn", "home_find_entities"]
+    assert (fit.plan.compacted, fit.plan.tools_dropped) == (True, ("home_media_search",))
+    roomy = plan_turn(100_000, 1024, layers, tools, _schema, request, compact_tools=search)
+    assert (roomy.tools, roomy.plan.compacted) == (tools, False)
+
+
 def test_a_request_that_cannot_fit_says_so() -> None:
     layers = PromptLayers(base="Be brief.", instructions="x" * 20_000)
     with pytest.raises(WindowTooSmall) as raised:
@@ -192,12 +216,16 @@ async def test_a_large_home_fits_the_default_window(
     assert len(ollama_server.prompts) == 5
     assert {m.window for m in ollama_server.prompts} == {8192}
     assert _within_windows(ollama_server) == []
+    # The listing is in the prompt: no entity search next to it.
+    tools = {tool["function"]["name"] for tool in ollama_server.requests[0]["tools"]}
+    assert "home_find_entities" not in tools
 
 
 async def test_a_large_home_still_works_in_a_small_window(
     hass: HomeAssistant, ollama_server: FakeOllamaServer
 ) -> None:
-    """4,096 tokens: the entity listing goes compact and optional tools go, as reported."""
+    """4,096 tokens: the entity listing goes compact (entity search joins) and optional
+    tools go, as reported."""
     events = async_capture_events(hass, EVENT_ACTIVITY)
     entry = await setup_ollama_entry(hass, ollama_server, **{CONF_CONTEXT_WINDOW: 4096})
     add_home(hass, 100)
@@ -214,6 +242,8 @@ async def test_a_large_home_still_works_in_a_small_window(
     names = [tool["function"]["name"] for tool in first["tools"]]
     assert await assist_tool_name(hass, "HassTurnOn") in names
     assert not set(trimmed[0]["tools_dropped"]) & set(names)
+    # Without the listing the model finds names with entity search, which comes with it.
+    assert "home_find_entities" in names
 
 
 async def test_a_long_conversation_leaves_older_turns_out(

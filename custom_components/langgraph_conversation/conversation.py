@@ -39,9 +39,9 @@ from .entity import SubentryEntity, add_subentry_entities
 from .parties import thread_request
 from .profile import AgentProfile, agent_profile
 from .tools import TOOLS
-from .tools.context import compact_system_prompt, split_clock
+from .tools.context import compact_system_prompt, entity_listing, split_clock
 from .tools.effects import EffectGate, EffectScope
-from .tools.fits import exposed_domains, offered_intents
+from .tools.fits import LISTING_COVERS, exposed_domains, offered_intents
 from .tools.ha_llm_api import tools_from_llm_api
 from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice
 from .tools.registry import ToolContext, as_langchain_tools
@@ -321,6 +321,11 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                 assistant=conversation.DOMAIN,
             ),
         )
+        # Entity search is offered when the prompt lists no entities (compact context, no
+        # API), else only if the window's trimming replaces the listing (agent/window.py).
+        listed = bool(entity_listing(system_prompt))
+        searching = [t for t in own_tools if listed and t.name in LISTING_COVERS]
+        own_tools = [t for t in own_tools if t not in searching]
         # A satellite without a device in the registry still is someone speaking.
         satellite = user_input.device_id or getattr(user_input, "satellite_id", None)
         return Turn(
@@ -330,6 +335,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             tools=[*tools_from_llm_api(hass, chat_log.llm_api), *own_tools],
             optional_tools=frozenset(tool.name for tool in own_tools),
             compact_instructions=self._compact_instructions(system_prompt),
+            compact_tools=tuple(searching),
             # What others said in a conversation id another party used too is theirs.
             earlier=() if thread.shared else earlier_content(chat_log, self.entity_id),
             hooks=(

@@ -15,10 +15,10 @@ each reply from the request itself:
 
 Names of lights, locks and players come from the entity listing Home Assistant puts into
 the system prompt, matched by words; "it" and "them" mean what the conversation last
-switched. "Remember that ..." goes to the agent's remember_fact memory tool when it has one;
+switched. "Remember that ..." goes to the agent's memory tool (action "remember") when it has one;
 "what colour is my bike?" is answered from the memories the agent puts into the prompt and
 from what the user said earlier in the conversation (the request carries both), else with
-recall_facts. The stand-in itself keeps nothing between requests.
+its "recall" action. The stand-in itself keeps nothing between requests.
 
 Run it with `python -m tests.fakes.offline_model` from the repository: it listens on a
 free port of 127.0.0.1 until SIGINT/SIGTERM, or until its parent process ends.
@@ -368,9 +368,9 @@ def remember(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity])
     if (match := _REMEMBER.match(text)) is None:
         return None
     fact = match.group(1)
-    if tool := tools.own("remember_fact"):
+    if tool := tools.own("memory"):
         # The agent's long-term memory: saved in the user's words.
-        return call(tool, {"fact": f"{fact[:1].upper()}{fact[1:]}."})
+        return call(tool, {"action": "remember", "text": f"{fact[:1].upper()}{fact[1:]}."})
     return say(f"OK, I'll keep that in mind for this conversation: {second_person(fact)}.")
 
 
@@ -387,8 +387,8 @@ def recall(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -
     facts = remembered(turn)
     if relevant := _about(facts, text):
         return say(f"You told me that {second_person(relevant[-1])}.")
-    if tool := tools.own("recall_facts"):
-        return call(tool, {"query": " ".join(sorted(_asked(text))) or text})
+    if tool := tools.own("memory"):
+        return call(tool, {"action": "recall", "text": " ".join(sorted(_asked(text))) or text})
     if not facts:
         return say(
             "You haven't asked me to remember anything yet. "
@@ -552,9 +552,9 @@ def weather(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) 
     if not re.search(r"\b(weather|forecast|temperature outside|rain|sunny|warm outside)\b", said):
         return None
     wants_forecast = re.search(r"\b(forecast|tomorrow|week|weekend|later|next days)\b", said)
-    if wants_forecast and (tool := tools.own("home_weather_forecast")):
-        return call(tool, {"days": 2} if "tomorrow" in said else {"days": 3})
-    if tool := tools.own("home_weather_current"):
+    if tool := tools.own("home_weather"):
+        if wants_forecast:
+            return call(tool, {"days": 2} if "tomorrow" in said else {"days": 3})
         return call(tool, {})
     if tool := tools.intent("HassGetWeather"):
         return call(tool, {})
@@ -612,7 +612,7 @@ def describe(name: str, arguments: dict[str, Any], data: Any) -> str:
         if data.get("refused"):
             sentence += " Not possible: " + "; ".join(data["refused"]) + "."
         return sentence
-    if name == "home_weather_current":
+    if name == "home_weather" and "forecast" not in data:
         units = data.get("units") or {}
         details = [
             f"{label} {text}"
@@ -624,7 +624,7 @@ def describe(name: str, arguments: dict[str, Any], data: Any) -> str:
         if temperature:
             head += f", {temperature}"
         return head + (", " + ", ".join(details) if details else "") + "."
-    if name == "home_weather_forecast":
+    if name == "home_weather":
         units = data.get("units") or {}
         unit = units.get("temperature", "")
         days = []
@@ -643,11 +643,11 @@ def describe(name: str, arguments: dict[str, Any], data: Any) -> str:
         if data.get("not_done"):
             sentence += " Not possible: " + "; ".join(data["not_done"]) + "."
         return sentence
-    if name == "remember_fact":
+    if name == "memory" and arguments.get("action") == "remember":
         return f"OK, I'll remember that: {second_person(str(data.get('text', '')))}."
-    if name == "recall_facts":
+    if name == "memory" and arguments.get("action") == "recall":
         memories = [str(m.get("text", "")) for m in data.get("memories", [])]
-        if relevant := _about(memories, str(arguments.get("query", ""))):
+        if relevant := _about(memories, str(arguments.get("text", ""))):
             return f"You told me that {second_person(relevant[0])}."
         return "I have nothing saved about that."
     if name == "home_media_play":

@@ -187,10 +187,10 @@ async def test_secrets_and_other_peoples_memories_stay_hidden(
     openai_server.responder = _echo_everything
     openai_server.add_tool_calls(
         [
-            ToolCall("recall_facts", {"query": "Ada safe code"}),
-            ToolCall("recall_facts", {"query": "safe"}),
-            ToolCall("forget_fact", {"memory_id": ada_memory}),
-            ToolCall("remember_fact", {"fact": "overwritten", "memory_id": ada_memory}),
+            ToolCall("memory", {"action": "recall", "text": "Ada safe code"}),
+            ToolCall("memory", {"action": "recall", "text": "safe"}),
+            ToolCall("memory", {"action": "forget", "id": ada_memory}),
+            ToolCall("memory", {"action": "remember", "text": "overwritten", "id": ada_memory}),
         ]
     )
     attempts = [

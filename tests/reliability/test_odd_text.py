@@ -96,10 +96,10 @@ async def test_memory_with_lone_surrogates(
     fact: str,
     cleaned: str,
 ) -> None:
-    """remember_fact saves the cleaned fact (it used to report a broken memory file), and
+    """The memory tool saves the cleaned fact (it used to report a broken memory file), and
     add_memory does the same for an automation's text."""
     user = hass_admin_user.id
-    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": fact})])
+    openai_server.add_tool_calls([ToolCall("memory", {"action": "remember", "text": fact})])
     openai_server.add_text("Saved.")
     result = await ask(hass, setup_integration, "Remember this", user_id=user)
     assert speech(result) == "Saved."
@@ -160,7 +160,9 @@ async def test_odd_user_id_in_a_turn(
 ) -> None:
     """A context whose user id cannot own memories: the turn is answered, and what it
     remembers is the household's, like any turn without a person."""
-    openai_server.add_tool_calls([ToolCall("remember_fact", {"fact": "The door code is 1234"})])
+    openai_server.add_tool_calls(
+        [ToolCall("memory", {"action": "remember", "text": "The door code is 1234"})]
+    )
     openai_server.add_text("Saved.")
     result = await ask(hass, setup_integration, "Remember the door code", user_id=user_id)
     assert result.response.response_type == intent.IntentResponseType.ACTION_DONE

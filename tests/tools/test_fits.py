@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.langgraph_conversation.const import CONF_LLM_HASS_API
+from custom_components.langgraph_conversation.const import CONF_COMPACT_CONTEXT, CONF_LLM_HASS_API
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
@@ -26,9 +26,8 @@ LIGHT = "home_light_control"
 MEDIA_CONTROL = "home_media_control"
 MEDIA_PLAY = "home_media_play"
 MEDIA_STATUS = "home_media_status"
-WEATHER_NOW = "home_weather_current"
-FORECAST = "home_weather_forecast"
-OURS = {FIND, GET_STATE, LIGHT, MEDIA_CONTROL, MEDIA_PLAY, MEDIA_STATUS, WEATHER_NOW, FORECAST}
+WEATHER = "home_weather"
+OURS = {FIND, GET_STATE, LIGHT, MEDIA_CONTROL, MEDIA_PLAY, MEDIA_STATUS, WEATHER}
 
 # Home shapes: the exposed entities (domain.object_id, state).
 HOMES: dict[str, list[tuple[str, str]]] = {
@@ -52,19 +51,19 @@ HOMES: dict[str, list[tuple[str, str]]] = {
 WITHOUT_API = {
     "nothing exposed": set(),
     "lights and sensors, no weather, no media": {FIND, GET_STATE, LIGHT},
-    "weather only": {FIND, GET_STATE, WEATHER_NOW, FORECAST},
+    "weather only": {FIND, GET_STATE, WEATHER},
     "media only": {FIND, GET_STATE, MEDIA_CONTROL, MEDIA_PLAY, MEDIA_STATUS},
     "everything": OURS,
 }
-# With Assist: only what Assist's intents cannot do stays (entity search, media search
-# and play, the forecast); the current weather too where Assist offers no weather intent
-# (2026.10 and later offer HassGetWeather no more).
+# With Assist: only what Assist's intents cannot do stays (media search and play, the
+# weather tool for its forecast). Entity search is left out: Assist's prompt lists every
+# exposed entity.
 WITH_API = {
     "nothing exposed": set(),
-    "lights and sensors, no weather, no media": {FIND},
-    "weather only": {FIND, WEATHER_NOW, FORECAST},
-    "media only": {FIND, MEDIA_PLAY},
-    "everything": {FIND, MEDIA_PLAY, WEATHER_NOW, FORECAST},
+    "lights and sensors, no weather, no media": set(),
+    "weather only": {WEATHER},
+    "media only": {MEDIA_PLAY},
+    "everything": {MEDIA_PLAY, WEATHER},
 }
 
 
@@ -111,8 +110,21 @@ async def test_with_assist_no_tool_duplicates_an_intent(
     await _setup_domains(hass)
     for home, expected in WITH_API.items():
         ours, theirs = await _offered(hass, setup_integration, openai_server, home)
-        if "HassGetWeather" in theirs:
-            expected = expected - {WEATHER_NOW}
         assert ours == expected, (home, sorted(theirs))
         if LIGHT not in ours and "light" in home:
             assert {"HassTurnOn", "HassTurnOff", "HassLightSet"} <= theirs
+
+
+@pytest.mark.parametrize(
+    "agent_overrides", [{CONF_LLM_HASS_API: [llm.LLM_API_ASSIST], CONF_COMPACT_CONTEXT: True}]
+)
+async def test_compact_context_brings_entity_search(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """The compact context replaces the listing, so the model searches the home instead."""
+    await _setup_domains(hass)
+    for home, expected in WITH_API.items():
+        ours, theirs = await _offered(hass, setup_integration, openai_server, home)
+        if home != "nothing exposed":
+            expected = expected | {FIND}
+        assert ours == expected, (home, sorted(theirs))

@@ -77,7 +77,7 @@ def test_specs_are_provider_safe() -> None:
 @pytest.mark.usefixtures("weather")
 async def test_current_conditions_of_the_default_weather(hass: HomeAssistant) -> None:
     """Without a name the first exposed weather entity answers, with units and the others."""
-    result = await _call(hass, "home_weather_current", {})
+    result = await _call(hass, "home_weather", {})
     assert result == {
         "weather": "Demo Weather South",
         "condition": "sunny",
@@ -99,7 +99,7 @@ async def test_current_conditions_of_the_default_weather(hass: HomeAssistant) ->
 async def test_default_prefers_the_weather_named_after_the_home(hass: HomeAssistant) -> None:
     """With several weather entities, the one whose name holds the location name wins."""
     hass.config.location_name = "North"
-    result = await _call(hass, "home_weather_current", {})
+    result = await _call(hass, "home_weather", {})
     assert result["weather"] == "Demo Weather North"
     assert result["condition"] == "rainy"
     assert result["temperature"] == -24.4  # -12 °F shown in the home's °C
@@ -109,7 +109,7 @@ async def test_default_prefers_the_weather_named_after_the_home(hass: HomeAssist
 @pytest.mark.usefixtures("weather")
 async def test_daily_forecast_limited_to_the_days_asked(hass: HomeAssistant) -> None:
     """Two days give two daily entries, each with a readable date and the units once."""
-    result = await _call(hass, "home_weather_forecast", {"name": "Demo Weather North", "days": 2})
+    result = await _call(hass, "home_weather", {"name": "Demo Weather North", "days": 2})
     assert result["weather"] == "Demo Weather North"
     assert result["type"] == "daily"
     assert len(result["forecast"]) == 2
@@ -131,9 +131,7 @@ async def test_daily_forecast_limited_to_the_days_asked(hass: HomeAssistant) -> 
 @pytest.mark.usefixtures("weather")
 async def test_hourly_forecast_when_hours_are_asked(hass: HomeAssistant) -> None:
     """Asking for hours picks the hourly forecast, cut to that many entries (3.0 means 3)."""
-    result = await _call(
-        hass, "home_weather_forecast", {"name": "Demo Weather North", "hours": 3.0}
-    )
+    result = await _call(hass, "home_weather", {"name": "Demo Weather North", "hours": 3.0})
     assert result["type"] == "hourly"
     assert [entry["condition"] for entry in result["forecast"]] == ["sunny"] * 3
     assert all(re.fullmatch(rf"{DAY} \d{{2}}:00", e["when"]) for e in result["forecast"])
@@ -143,7 +141,7 @@ async def test_hourly_forecast_when_hours_are_asked(hass: HomeAssistant) -> None
 async def test_twice_daily_forecast_names_day_and_night(hass: HomeAssistant) -> None:
     """A twice-daily forecast for one day has a day and a night entry."""
     result = await _call(
-        hass, "home_weather_forecast", {"name": "Demo Weather North", "type": "twice_daily"}
+        hass, "home_weather", {"name": "Demo Weather North", "type": "twice_daily"}
     )
     assert result["type"] == "twice_daily"
     assert len(result["forecast"]) == 6  # the default three days, two entries each
@@ -156,11 +154,11 @@ async def test_unsupported_forecast_kind_is_refused_with_what_exists(
     hass: HomeAssistant,
 ) -> None:
     """South has only a daily forecast: an hourly request says so instead of failing in HA."""
-    error = await _failure(hass, "home_weather_forecast", {"type": "hourly"})
+    error = await _failure(hass, "home_weather", {"type": "hourly"})
     assert error["error"] == "unsupported_forecast"
     assert error["error_text"] == ("Demo Weather South has no hourly forecast. It offers: daily.")
     # Hours without a kind fall back to the forecast the entity has.
-    result = await _call(hass, "home_weather_forecast", {"hours": 5})
+    result = await _call(hass, "home_weather", {"hours": 5})
     assert result["type"] == "daily"
 
 
@@ -168,16 +166,16 @@ async def test_unsupported_forecast_kind_is_refused_with_what_exists(
 async def test_unexposed_weather_is_not_reachable(hass: HomeAssistant) -> None:
     """An unexposed weather entity is refused by name and skipped as the default."""
     async_expose_entity(hass, conversation.DOMAIN, NORTH, False)
-    error = await _failure(hass, "home_weather_forecast", {"name": "Demo Weather North"})
+    error = await _failure(hass, "home_weather", {"name": "Demo Weather North"})
     assert error["error"] == "not_exposed"
     assert "North" in error["error_text"]
 
-    result = await _call(hass, "home_weather_current", {})
+    result = await _call(hass, "home_weather", {})
     assert result["weather"] == "Demo Weather South"
     assert "other_weather_entities" not in result
 
     async_expose_entity(hass, conversation.DOMAIN, SOUTH, False)
-    error = await _failure(hass, "home_weather_current", {})
+    error = await _failure(hass, "home_weather", {})
     assert error["error"] == "not_exposed"
 
 
@@ -185,7 +183,7 @@ async def test_unexposed_weather_is_not_reachable(hass: HomeAssistant) -> None:
 async def test_unavailable_weather_says_so(hass: HomeAssistant) -> None:
     """A weather entity without data is reported as unavailable, not as a condition."""
     hass.states.async_set(SOUTH, "unavailable", {"friendly_name": "Demo Weather South"})
-    error = await _failure(hass, "home_weather_current", {"name": "Demo Weather South"})
+    error = await _failure(hass, "home_weather", {"name": "Demo Weather South"})
     assert error == {
         "error": "unavailable",
         "error_text": "The weather source Demo Weather South is unavailable right now.",
@@ -196,9 +194,7 @@ async def test_unavailable_weather_says_so(hass: HomeAssistant) -> None:
 async def test_forecast_through_the_agent(hass: HomeAssistant, socket_enabled: None) -> None:
     """The model calls the forecast tool and reads the compact result back."""
     async with FakeOpenAIServer() as server:
-        server.add_tool_calls(
-            [ToolCall("home_weather_forecast", {"name": "Demo Weather North", "days": 2})]
-        )
+        server.add_tool_calls([ToolCall("home_weather", {"name": "Demo Weather North", "days": 2})])
         server.add_text("Snow today, partly cloudy tomorrow.")
         runtime = AgentRuntime(
             ModelAccess("openai/gpt-test", "key", server.api_base), InMemorySaver()
@@ -216,7 +212,7 @@ async def test_forecast_through_the_agent(hass: HomeAssistant, socket_enabled: N
     answer = "".join(event.text for event in events if isinstance(event, TextDelta))
     assert answer == "Snow today, partly cloudy tomorrow."
     offered = {tool["function"]["name"] for tool in server.requests[0]["tools"]}
-    assert offered == {"home_weather_current", "home_weather_forecast"}
+    assert offered == {"home_weather"}
     tool_message = server.requests[1]["messages"][-1]
     assert tool_message["role"] == "tool"
     result = json.loads(tool_message["content"])

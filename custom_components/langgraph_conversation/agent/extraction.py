@@ -1,10 +1,10 @@
 """Memory extraction: after a turn, the fast model notes lasting facts the person told.
 
-The memory tools leave it to the answering model to call remember_fact, which small
+The memory tool leaves it to the answering model to save facts, which small
 local models often forget to do. With extraction on, every finished exchange is read
 once more, after the answer was given (nobody waits for it), by the agent's
 housekeeping model (the fast model, else the main one), and the lasting facts it finds
-are saved like remember_fact would, in the person's own namespace.
+are saved like the memory tool would, in the person's own namespace.
 
 Only the person's words are a source: the answer and the memories already known are
 context, so the model neither stores what the assistant claimed nor saves a fact twice.

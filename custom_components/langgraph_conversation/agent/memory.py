@@ -1,4 +1,4 @@
-"""Long-term memories: whose they are, what the model reads of them, and its memory tools.
+"""Long-term memories: whose they are, what the model reads of them, and its memory tool.
 
 Each person has a namespace (their Home Assistant user id); turns without a user (voice
 satellites, automations) use the household namespace. A person's turn reads their own
@@ -155,7 +155,7 @@ class MemoryPresence:
 
     The store is read once per id and turn: asked again at every model call of a tool
     round, a read that works would also count as the memory file working again, while
-    a write of the same turn had just failed. A memory the turn's forget_fact removes is
+    a write of the same turn had just failed. A memory the turn's memory tool forgets is
     gone at once.
     """
 
@@ -186,10 +186,10 @@ def memory_flags(memories: list[dict]) -> list[TextFlagged]:
     ]
 
 
+# The tool's description says how; this says when (the model would not otherwise think of
+# saving what a person mentions in passing).
 MEMORY_INSTRUCTIONS = (
-    "Save lasting facts people tell you or ask you to remember (names, birthdays, likes, "
-    "routines) with remember_fact; search what no <memories> section shows with "
-    "recall_facts; forget_fact when asked to forget or a fact is wrong."
+    "Save lasting facts people tell you (names, birthdays, likes, routines) with the memory tool."
 )
 
 
@@ -221,17 +221,23 @@ def _storage_failures_explained[**P](
     return explained
 
 
+MEMORY_TOOL = "memory"
+_ACTIONS = ("remember", "recall", "forget")
+
+
 def memory_tools(
     store: BaseStore, scope: MemoryScope, presence: MemoryPresence | None = None
 ) -> list[BaseTool]:
-    """remember / recall / forget tools bound to one turn's scope."""
+    """The one memory tool (remember / recall / forget) bound to one turn's scope.
 
-    @_storage_failures_explained
-    async def remember_fact(fact: str, memory_id: str | None = None) -> dict[str, Any]:
+    One tool with an action costs fewer tokens in every request than three tools, each
+    with its own name, description and schema.
+    """
+
+    async def remember(text: str | None, memory_id: str | None) -> dict[str, Any]:
         # The arguments were cleaned when the model's answer was read; memories also come
         # from other tools' callers, and SQLite refuses invalid Unicode.
-        text = " ".join(clean_text(fact).split())
-        memory_id = clean_text(memory_id) if memory_id else memory_id
+        text = " ".join(clean_text(text or "").split())
         if not text:
             raise ToolFailure({"error": "empty", "error_text": "There is nothing to remember."})
         if len(text) > MAX_MEMORY_CHARS:
@@ -248,13 +254,9 @@ def memory_tools(
         await store.aput(scope.writes, key, {"text": text})
         return {"saved": key, "text": text}
 
-    @_storage_failures_explained
-    async def recall_facts(query: str) -> dict[str, Any]:
-        return {"memories": await recall(store, scope, clean_text(query), limit=10)}
-
-    @_storage_failures_explained
-    async def forget_fact(memory_id: str) -> dict[str, Any]:
-        memory_id = clean_text(memory_id)
+    async def forget(memory_id: str | None) -> dict[str, Any]:
+        if not memory_id:
+            raise ToolFailure({"error": "no_id", "error_text": "Give the id of the memory."})
         for namespace in scope.reads:
             if await store.aget(namespace, memory_id) is not None:
                 await store.adelete(namespace, memory_id)
@@ -263,39 +265,34 @@ def memory_tools(
                 return {"forgotten": memory_id}
         raise ToolFailure({"error": "not_found", "error_text": f"No memory {memory_id}."})
 
+    @_storage_failures_explained
+    async def memory(action: str, text: str | None = None, id: str | None = None) -> dict[str, Any]:
+        memory_id = clean_text(id) if id else None
+        if action == "remember":
+            return await remember(text, memory_id)
+        if action == "recall":
+            return {"memories": await recall(store, scope, clean_text(text or ""), limit=10)}
+        if action == "forget":
+            return await forget(memory_id)
+        raise ToolFailure(
+            {"error": "bad_action", "error_text": f"action is one of {', '.join(_ACTIONS)}."}
+        )
+
     return [
         StructuredTool(
-            name="remember_fact",
-            # Descriptions are short: they ride along in every request.
-            description="Save a lasting fact in one sentence; with memory_id, replace that one.",
+            name=MEMORY_TOOL,
+            # Short: it rides along in every request.
+            description="Saved facts: remember text (with id, replaces it), "
+            "recall by text, forget by id.",
             args_schema={
                 "type": "object",
                 "properties": {
-                    "fact": {"type": "string"},
-                    "memory_id": {"type": "string"},
+                    "action": {"type": "string", "enum": list(_ACTIONS)},
+                    "text": {"type": "string"},
+                    "id": {"type": "string"},
                 },
-                "required": ["fact"],
+                "required": ["action"],
             },
-            coroutine=remember_fact,
-        ),
-        StructuredTool(
-            name="recall_facts",
-            description="Search saved facts.",
-            args_schema={
-                "type": "object",
-                "properties": {"query": {"type": "string"}},
-                "required": ["query"],
-            },
-            coroutine=recall_facts,
-        ),
-        StructuredTool(
-            name="forget_fact",
-            description="Delete a saved fact by its id.",
-            args_schema={
-                "type": "object",
-                "properties": {"memory_id": {"type": "string"}},
-                "required": ["memory_id"],
-            },
-            coroutine=forget_fact,
-        ),
+            coroutine=memory,
+        )
     ]

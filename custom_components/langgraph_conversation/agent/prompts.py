@@ -8,7 +8,7 @@ out from the most stable to the most volatile part:
 
 1. system message     only what stays the same turn after turn:
                       base prompt (the agent kind's, or the agent's override),
-                      voice rule (voice satellites), memory rules (memory tools bound),
+                      voice rule (voice satellites), memory rules (memory tool bound),
                       instructions (the user's, as Home Assistant rendered them, without
                       the clock line)
 2. tools              in a stable order (Home Assistant's, then ours)

@@ -531,6 +531,7 @@ class AgentRuntime:
                 request,
                 optional_tools=turn.optional_tools | added,
                 compact_instructions=turn.compact_instructions if agent.kind.uses_tools else None,
+                compact_tools=turn.compact_tools,
             )
         except WindowTooSmall as err:
             _LOGGER.warning("A request does not fit the model's context window: %s", err)
@@ -710,7 +711,7 @@ class AgentRuntime:
         """The turn's prompt layers, tools and knowledge index, by its agent's kind, and
         the recalled memories the injection scan flagged.
 
-        Only the assistant binds tools (its own, memory tools, search_knowledge); the
+        Only the assistant binds tools (its own, the memory tool, search_knowledge); the
         chatbot and rag kinds still read recalled memories. A memory store that fails
         must not cost the user their answer: the turn goes on without memories, and the
         failure is logged.

@@ -95,10 +95,12 @@ class Turn:
     # entity names); reported with the turn's other flags.
     flagged: tuple[TextFlagged, ...] = ()
     # Fitting the request into the model's window (window.py): tools that may be left
-    # out when it is too long (the runtime's own memory and document tools may too), and
-    # the instructions with the entity listing in compact form, made only when needed.
+    # out when it is too long (the runtime's own memory and document tools may too), the
+    # instructions with the entity listing in compact form, made only when needed, and
+    # the tools offered only then (entity search, needless while the listing is there).
     optional_tools: frozenset[str] = frozenset()
     compact_instructions: Callable[[], str] | None = None
+    compact_tools: tuple[BaseTool, ...] = ()
 
     @property
     def unattended(self) -> bool:

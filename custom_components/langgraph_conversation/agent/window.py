@@ -16,8 +16,9 @@ previous one was not enough:
 
 1. older history: whole earlier turns, oldest first, from what this request sends (the
    thread keeps them; the summary of old turns still rides along);
-2. the home's entity listing, replaced by its compact form (when the agent offers one);
-3. optional tools (the agent's own and memory tools; Home Assistant's Assist API tools
+2. the home's entity listing, replaced by its compact form (when the agent offers one),
+   which brings the tools that search the home (offered only when the listing is gone);
+3. optional tools (the agent's own and the memory tool; Home Assistant's Assist API tools
    stay), last offered first, never one the instructions name.
 
 Steps 2 and 3 are planned once per turn (`plan_turn`), step 1 before every model call
@@ -195,6 +196,7 @@ def plan_turn(
     *,
     optional_tools: frozenset[str] = frozenset(),
     compact_instructions: Callable[[], str] | None = None,
+    compact_tools: Sequence[BaseTool] = (),
 ) -> TurnFit:
     """Fit the turn's fixed part (system prompt, tools, request, reply) into the window.
 
@@ -202,7 +204,7 @@ def plan_turn(
     WindowTooSmall when compacting and dropping optional tools are not enough.
     """
     reply = reply or DEFAULT_REPLY_BUDGET
-    schemas = {tool.name: formatted(tool) for tool in tools}
+    schemas = {tool.name: formatted(tool) for tool in (*tools, *compact_tools)}
     request_tokens = messages_tokens(request)
 
     def needed(layers: PromptLayers, kept: list[BaseTool]) -> int:
@@ -214,6 +216,8 @@ def plan_turn(
     if needed(prompt, kept) > window and compact_instructions is not None:
         prompt = replace(prompt, instructions=compact_instructions())
         compacted = True
+        # Without the listing the model finds names with these; they are never dropped.
+        kept += compact_tools
     dropped: list[str] = []
     if needed(prompt, kept) > window:
         instructions = prompt.render()

@@ -3,15 +3,19 @@
 Which of our tools stay next to Assist's own, and why:
 
 home_find_entities      kept: search by words, typos, aliases, areas and floors; Assist
-                        can only list everything (GetLiveContext) or act on exact names
+                        can only list everything (GetLiveContext) or act on exact names.
+                        Left out while Home Assistant's prompt carries the entity listing
+                        (the model reads names, aliases and areas there): offered with the
+                        compact context, without the API, or when the window's trimming
+                        replaces the listing (agent/window.py)
 home_get_state          left out when GetLiveContext is offered (it reads states too)
 home_light_control      left out when HassTurnOn, HassTurnOff and HassLightSet are offered
 home_media_control      left out when Assist's pause, resume, next, previous and volume
                         intents are offered
 home_media_play         kept: searches a player's library and plays the best match
 home_media_status       left out when GetLiveContext is offered (it shows players' states)
-home_weather_current    left out when HassGetWeather is offered
-home_weather_forecast   kept: Assist has no forecast
+home_weather            kept: Assist has no forecast (the same tool says the weather now,
+                        one tool costing fewer tokens than two)
 
 Each is also left out when no exposed entity of its domain exists.
 """
@@ -21,6 +25,10 @@ from __future__ import annotations
 from homeassistant.components.homeassistant import async_should_expose
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import llm
+
+# Our tools that only help when the prompt carries no entity listing (LISTING_COVERS:
+# what the listing already tells the model).
+LISTING_COVERS = frozenset({"home_find_entities"})
 
 
 def exposed_domains(hass: HomeAssistant, assistant: str) -> set[str]:

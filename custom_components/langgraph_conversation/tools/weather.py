@@ -1,4 +1,4 @@
-"""Weather tools: current conditions and forecasts of the home's weather entities.
+"""The weather tool: current conditions and forecasts of the home's weather entities.
 
 The Assist API only knows a weather entity's current state; forecasts need the
 `weather.get_forecasts` action, which returns far more than a spoken answer needs. These tools
@@ -66,10 +66,8 @@ UNIT_ATTRIBUTES = {
 }
 PERCENT_FIELDS = frozenset({"humidity", "precipitation_probability", "cloud_coverage"})
 
-NAME_PROPERTY = {
-    "type": "string",
-    "description": "Another weather entity; omit for the home's",
-}
+# Another weather entity by name; without one, the home's (the tool says which it read).
+NAME_PROPERTY = {"type": "string"}
 
 
 async def _weather_entity(tool_context: ToolContext, name: str | None) -> tuple[State, list[str]]:
@@ -220,50 +218,39 @@ async def _forecast(tool_context: ToolContext, arguments: dict[str, Any]) -> dic
     return result
 
 
+_FORECAST_ARGUMENTS = ("days", "hours", "type")
+
+
+async def _weather(tool_context: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The weather now, or the forecast when a span or kind is asked for."""
+    if any(arguments.get(key) not in (None, "") for key in _FORECAST_ARGUMENTS):
+        return await _forecast(tool_context, arguments)
+    return await _current(tool_context, arguments)
+
+
+# One tool for now and later: one name, description and schema in every request instead
+# of two. It stays next to Assist's HassGetWeather, which has no forecast.
 SPECS: list[ToolSpec] = [
     ToolSpec(
-        name="home_weather_current",
-        description=("Current weather: condition, temperature, humidity, wind, pressure."),
-        parameters={
-            "type": "object",
-            "properties": {"name": NAME_PROPERTY},
-            "required": [],
-        },
-        category=CATEGORY,
-        handler=_current,
-        domains=frozenset({WEATHER_DOMAIN}),
-        covered_by=frozenset({"HassGetWeather"}),
-    ),
-    ToolSpec(
-        name="home_weather_forecast",
+        name="home_weather",
         description=(
-            "Forecast, only as far as asked: days=2 for tomorrow, 7 for the week; hours "
-            "for the next hours. templow is the low."
+            "Weather now; with days (today included) or hours, the forecast only as far as "
+            "asked. templow is the low."
         ),
         parameters={
             "type": "object",
             "properties": {
                 "name": NAME_PROPERTY,
-                "type": {
-                    "type": "string",
-                    "enum": ["daily", "hourly", "twice_daily"],
-                },
-                "days": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_DAYS,
-                    "description": "Today included",
-                },
-                "hours": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_HOURS,
-                },
+                "type": {"type": "string", "enum": ["daily", "hourly", "twice_daily"]},
+                # No bounds in the schema (tokens in every request): the counts are
+                # clamped to 1..MAX_DAYS / MAX_HOURS when read.
+                "days": {"type": "integer"},
+                "hours": {"type": "integer"},
             },
             "required": [],
         },
         category=CATEGORY,
-        handler=_forecast,
+        handler=_weather,
         domains=frozenset({WEATHER_DOMAIN}),
     ),
 ]
