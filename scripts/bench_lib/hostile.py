@@ -1,8 +1,9 @@
 """Figure 9: the event loop's longest stall while a model sends hostile answers.
 
 Answers a confused or injected model could send, each in its own turn of our agent: one
-message with 2,000 tool calls (HassTurnOn on the kitchen light), one call of
-home_find_entities with a 1 MB query (the two the issue measured), one message of 500
+message with 2,000 tool calls (HassTurnOn on the kitchen light), one call of the memory
+tool with a 1 MB text (a tool every assistant is offered; the issue measured the same size
+on home_find_entities, which is now offered only without the entity listing), one message of 500
 calls, small enough for the answer's size bound, so the per-message cap decides, and an
 answer that never ends (cut at the size bound). tests/reliability/test_bounds.py checks
 what these answers do; the stalls are measured only here. The stall
@@ -50,13 +51,13 @@ def _endless_text(_bench: Bench) -> Reply:
 
 
 def _huge_argument(_bench: Bench) -> Reply:
-    query = ("kitchen light " * (ARGUMENT_CHARS // 14 + 1))[:ARGUMENT_CHARS]
-    return Reply(tool_calls=(ToolCall("home_find_entities", {"query": query}),))
+    text = ("kitchen light " * (ARGUMENT_CHARS // 14 + 1))[:ARGUMENT_CHARS]
+    return Reply(tool_calls=(ToolCall("memory", {"action": "remember", "text": text}),))
 
 
 CASES = (
     ("many_calls", f"loop stall, one message of {CALLS:,} tool calls", _many_calls),
-    ("huge_argument", "loop stall, 1 MB home_find_entities query", _huge_argument),
+    ("huge_argument", "loop stall, 1 MB memory tool argument", _huge_argument),
     ("capped_calls", f"loop stall, one message of {CAPPED_CALLS} tool calls", _capped_calls),
     ("endless_text", "loop stall, an answer that never ends (20-char chunks)", _endless_text),
 )
