@@ -62,7 +62,7 @@ async def _use(hass: HomeAssistant, entry: MockConfigEntry, url: str, **options:
 
 async def _remember(hass: HomeAssistant, entry: MockConfigEntry, server: FakeOpenAIServer) -> str:
     """Save MEMORY through the agent's tool; the tool's result."""
-    server.add_tool_calls([ToolCall("remember_fact", {"fact": MEMORY})])
+    server.add_tool_calls([ToolCall("memory", {"action": "remember", "text": MEMORY})])
     server.add_text("Noted.")
     await _ask(hass, entry, "Remember: Ada cycles to the office on a bicycle")
     return text_of(messages_of(server.requests[-1], "tool")[0])
