@@ -7,6 +7,8 @@ from pathlib import Path
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.agent.prompts import NOTE_HEADER
+from custom_components.langgraph_conversation.const import DOMAIN
+from custom_components.langgraph_conversation.persistence import DATA_STORAGE
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import issue_registry as ir
@@ -248,3 +250,74 @@ async def test_memory_tool_answers_a_wrong_call_with_a_sentence(
     assert "action is one of remember, recall, forget" in results[0]
     assert "Give the id of the memory" in results[1]
     assert await store.aget(("memories", "household"), "m1") is not None
+
+
+async def _person(hass: HomeAssistant, **users: str) -> None:
+    """Home Assistant's person integration with a person (`person.<name>`) per user id."""
+    people = [{"id": name, "name": name.title(), "user_id": uid} for name, uid in users.items()]
+    assert await async_setup_component(hass, "person", {"person": people})
+    await hass.async_block_till_done()
+
+
+@BOTH_BACKENDS
+async def test_a_persons_memories_are_theirs_and_older_ones_are_kept(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """A user with a person saves under the person's entity id; what they saved under their
+    user id before is still recalled, moves to the person's when edited, and is listed by
+    the memory actions; another person never reads either."""
+    ada = (await hass.auth.async_create_user("Ada")).id
+    bob = (await hass.auth.async_create_user("Bob")).id
+    store = hass.data[DATA_STORAGE].memory
+    # Saved before memories were kept by person: under Ada's user id.
+    await store.aput(("memories", ada), "older", {"text": "Ada's bike is blue"})
+    await _person(hass, ada=ada, bob=bob)
+
+    openai_server.add_tool_calls(
+        [ToolCall("memory", {"action": "remember", "text": "Ada's scooter is green"})]
+    )
+    openai_server.add_text("Noted.")
+    await _ask(hass, setup_integration, "Remember my scooter is green", ada)
+    assert await store.aget(("memories", "person", "ada"), "older") is None
+    saved = await store.asearch(("memories", "person", "ada"))
+    assert [item.value["text"] for item in saved] == ["Ada's scooter is green"]
+
+    openai_server.add_text("Blue and green.")
+    await _ask(hass, setup_integration, "What colour are my bike and scooter?", ada)
+    note = _system(openai_server, openai_server.request_count - 1)
+    assert "Ada's bike is blue" in note
+    assert "Ada's scooter is green" in note
+
+    openai_server.add_text("I don't know.")
+    await _ask(hass, setup_integration, "What colour are my bike and scooter?", bob)
+    sent = str(openai_server.requests[-1])
+    assert "bike is blue" not in sent
+    assert "scooter is green" not in sent
+
+    # Ada's model edits the older memory by id: it moves to her person's namespace.
+    openai_server.add_tool_calls(
+        [
+            ToolCall(
+                "memory",
+                {"action": "remember", "id": "older", "text": "Ada's bike is red now"},
+            )
+        ]
+    )
+    openai_server.add_text("Updated.")
+    await _ask(hass, setup_integration, "My bike is red now", ada)
+    assert await store.aget(("memories", ada), "older") is None
+    moved = await store.aget(("memories", "person", "ada"), "older")
+    assert moved.value["text"] == "Ada's bike is red now"
+
+    listed = await hass.services.async_call(
+        DOMAIN,
+        "list_memories",
+        {},
+        blocking=True,
+        context=Context(user_id=ada),
+        return_response=True,
+    )
+    assert sorted(m["text"] for m in listed["memories"]) == [
+        "Ada's bike is red now",
+        "Ada's scooter is green",
+    ]

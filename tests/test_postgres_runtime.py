@@ -1,10 +1,10 @@
 """PostgreSQL at runtime, through real turns: what only this backend has to show.
 
-Two Home Assistant instances on one database share the household's memories and continue
-each other's conversations; the checkpoints kept per conversation apply; diagnostics
-count without naming the database; a database that cannot be opened is a repair issue
-while the agent keeps answering. (The tests both backends share are parametrised in
-test_persistence.py and test_memory.py.)
+Two Home Assistant instances on one database share the household's memories and a
+person's own (by the person's entity id), and continue each other's conversations; the
+checkpoints kept per conversation apply; diagnostics count without naming the database; a
+database that cannot be opened is a repair issue while the agent keeps answering. (The
+tests both backends share are parametrised in test_persistence.py and test_memory.py.)
 """
 
 from __future__ import annotations
@@ -77,10 +77,30 @@ async def _set_up(hass: HomeAssistant, entry: MockConfigEntry) -> None:
     await hass.async_block_till_done()
 
 
-async def _ask(hass: HomeAssistant, entry: MockConfigEntry, text: str, conversation_id=None):
+async def _ask(
+    hass: HomeAssistant,
+    entry: MockConfigEntry,
+    text: str,
+    conversation_id=None,
+    user_id: str | None = None,
+):
     return await conversation.async_converse(
-        hass, text, conversation_id, Context(), agent_id=agent_entity_id(hass, entry)
+        hass, text, conversation_id, Context(user_id=user_id), agent_id=agent_entity_id(hass, entry)
     )
+
+
+async def _people(hass: HomeAssistant, *names: str) -> dict[str, str]:
+    """Users with a person each, through Home Assistant's auth and person integration
+    (person entity `person.<name>`); their user ids by name (random per instance)."""
+    users = {name: await hass.auth.async_create_user(name.title()) for name in names}
+    people = [
+        {"id": name, "name": name.title(), "user_id": user.id} for name, user in users.items()
+    ]
+    assert await async_setup_component(hass, "person", {"person": people})
+    await hass.async_block_till_done()
+    for name, user in users.items():
+        assert hass.states.get(f"person.{name}").attributes["user_id"] == user.id
+    return {name: user.id for name, user in users.items()}
 
 
 def _note(server: FakeOpenAIServer) -> str:
@@ -130,6 +150,50 @@ async def test_two_instances_share_memories_and_conversations(
             assert "Remember: the spare key is under the blue flowerpot" in said
             # Nothing of it went to the second instance's configuration directory.
             assert not await other.async_add_executor_job((second_dir / DOMAIN).exists)
+        finally:
+            assert await other.config_entries.async_unload(second.entry_id)
+            await other.async_block_till_done()
+            await other.async_stop(force=True)
+
+
+async def test_a_persons_memories_follow_them_to_the_other_instance(
+    hass: HomeAssistant,
+    openai_server: FakeOpenAIServer,
+    agent_options: dict[str, Any],
+    postgres_url: str,
+    tmp_path: Path,
+) -> None:
+    """Alice's memory saved through one Home Assistant is recalled for person.alice on the
+    other (another user id there), and not for Bob, another person on that instance."""
+    first = _entry(openai_server.api_base, agent_options, _postgres(postgres_url))
+    await _set_up(hass, first)
+    on_first = await _people(hass, "alice")
+    openai_server.add_tool_calls(
+        [ToolCall("memory", {"action": "remember", "text": "Alice takes her coffee black"})]
+    )
+    openai_server.add_text("Noted.")
+    await _ask(hass, first, "Remember that I take my coffee black", user_id=on_first["alice"])
+    stored = await hass.data[DATA_STORAGE].memory.asearch(("memories",), limit=10)
+    assert [item.namespace for item in stored] == [("memories", "person", "alice")]
+
+    second_dir = tmp_path / "second"
+    second_dir.mkdir()
+    async with async_test_home_assistant(config_dir=str(second_dir)) as other:
+        other.data.pop(loader.DATA_CUSTOM_COMPONENTS)
+        second = _entry(openai_server.api_base, agent_options, _postgres(postgres_url))
+        try:
+            await _set_up(other, second)
+            on_second = await _people(other, "alice", "bob")
+            assert on_second["alice"] != on_first["alice"]
+
+            openai_server.add_text("Black.")
+            await _ask(other, second, "How do I take my coffee?", user_id=on_second["alice"])
+            assert "Alice takes her coffee black" in _note(openai_server)
+
+            openai_server.add_text("I do not know.")
+            await _ask(other, second, "How do I take my coffee?", user_id=on_second["bob"])
+            sent = str(openai_server.requests[-1])
+            assert "coffee black" not in sent
         finally:
             assert await other.config_entries.async_unload(second.entry_id)
             await other.async_block_till_done()

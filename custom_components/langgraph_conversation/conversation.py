@@ -36,7 +36,7 @@ from .agent.text import clean_text
 from .agent.turn import Turn
 from .const import DOMAIN, MAX_REQUEST_CHARS, SUBENTRY_CONVERSATION
 from .entity import SubentryEntity, add_subentry_entities
-from .parties import thread_request
+from .parties import person_of_user, thread_request
 from .profile import AgentProfile, agent_profile
 from .tools import TOOLS
 from .tools.context import compact_system_prompt, entity_listing, split_clock
@@ -358,6 +358,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                 device_id=satellite,
                 conversation_id=chat_log.conversation_id,
             ),
+            person_id=person_of_user(hass, user_input.context.user_id),
             now=now,
             flagged=(
                 *flagged_speaker_names(hass, user_input.device_id),

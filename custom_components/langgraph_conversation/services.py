@@ -1,6 +1,7 @@
 """Actions for memories and conversations (registered once, in async_setup).
 
-Memories: a signed-in user manages their own and the household's; another person's
+Memories: a signed-in user manages their own (those of their person and of their user id,
+agent/memory.py) and the household's; another person's
 memories, and clearing the household's, need an administrator. Automations and scripts
 run without a user and may do everything, like Home Assistant's own admin actions.
 Conversations hold what people said, so exporting or clearing one needs an administrator.
@@ -40,12 +41,12 @@ from homeassistant.helpers import config_validation as cv, entity_registry as er
 from homeassistant.util import dt as dt_util
 
 from .agent.feedback import RATINGS
-from .agent.memory import HOUSEHOLD, MEMORY_ROOT, person_label
+from .agent.memory import HOUSEHOLD, MEMORY_ROOT, person_label, personal_namespaces
 from .agent.runtime import AgentRuntime
 from .agent.text import clean_text, storable_key
 from .const import DOMAIN, EVENT_ACTIVITY, SUBENTRY_CONVERSATION
 from .migrate import DIRECTIONS, async_migrate
-from .parties import party_of_action
+from .parties import party_of_action, person_of_user
 from .persistence import DATA_STORAGE
 from .profile import agent_profile
 
@@ -86,12 +87,15 @@ async def _require_admin(hass: HomeAssistant, call: ServiceCall) -> None:
         raise Unauthorized(context=call.context)
 
 
-async def _namespace(hass: HomeAssistant, call: ServiceCall, *, writes: bool) -> tuple[str, ...]:
-    """The memory namespace a call targets, after checking the caller may touch it."""
+async def _namespaces(
+    hass: HomeAssistant, call: ServiceCall, *, writes: bool
+) -> tuple[tuple[str, ...], ...]:
+    """The memory namespaces a call targets, the one written first, after checking the
+    caller may touch them: a user's are their person's and their user id's (agent/memory.py)."""
     if call.data[ATTR_HOUSEHOLD]:
         if writes and call.service == "clear_memories":
             await _require_admin(hass, call)
-        return (MEMORY_ROOT, HOUSEHOLD)
+        return ((MEMORY_ROOT, HOUSEHOLD),)
     user_id = call.data.get(ATTR_USER_ID) or call.context.user_id
     if user_id is None:
         raise ServiceValidationError(
@@ -99,17 +103,26 @@ async def _namespace(hass: HomeAssistant, call: ServiceCall, *, writes: bool) ->
         )
     if user_id != call.context.user_id:
         await _require_admin(hass, call)
-    label = person_label(user_id)
-    if label is None or (
+    namespaces = ()
+    if person_label(user_id) is not None:
+        namespaces = personal_namespaces(user_id, person_of_user(hass, user_id))
+    if not namespaces or (
         await hass.auth.async_get_user(user_id) is None
-        and not await _store(hass).asearch((MEMORY_ROOT, label), limit=1)
+        and not await _any_item(_store(hass), namespaces)
     ):
         raise ServiceValidationError(
             translation_domain=DOMAIN,
             translation_key="unknown_user",
             translation_placeholders={"user_id": clean_text(user_id)[:100]},
         )
-    return (MEMORY_ROOT, label)
+    return namespaces
+
+
+async def _any_item(store: Any, namespaces: tuple[tuple[str, ...], ...]) -> bool:
+    for namespace in namespaces:
+        if await store.asearch(namespace, limit=1):
+            return True
+    return False
 
 
 def _store(hass: HomeAssistant) -> Any:
@@ -119,16 +132,18 @@ def _store(hass: HomeAssistant) -> Any:
     return shared.memory
 
 
-async def _all_items(store: Any, namespace: tuple[str, ...]) -> list[Any]:
+async def _all_items(store: Any, namespaces: tuple[tuple[str, ...], ...]) -> list[Any]:
     items: list[Any] = []
-    while batch := await store.asearch(namespace, limit=100, offset=len(items)):
-        items += batch
+    for namespace in namespaces:
+        found: list[Any] = []
+        while batch := await store.asearch(namespace, limit=100, offset=len(found)):
+            found += batch
+        items += found
     return items
 
 
 async def _list_memories(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
-    namespace = await _namespace(hass, call, writes=False)
-    items = await _all_items(_store(hass), namespace)
+    items = await _all_items(_store(hass), await _namespaces(hass, call, writes=False))
     return {
         "memories": [
             {
@@ -142,7 +157,7 @@ async def _list_memories(hass: HomeAssistant, call: ServiceCall) -> ServiceRespo
 
 
 async def _add_memory(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
-    namespace = await _namespace(hass, call, writes=True)
+    namespace = (await _namespaces(hass, call, writes=True))[0]
     text = " ".join(clean_text(call.data[ATTR_TEXT]).split())
     key = uuid.uuid4().hex[:12]
     await _store(hass).aput(namespace, key, {"text": text})
@@ -150,24 +165,25 @@ async def _add_memory(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse
 
 
 async def _delete_memory(hass: HomeAssistant, call: ServiceCall) -> None:
-    namespace = await _namespace(hass, call, writes=True)
+    namespaces = await _namespaces(hass, call, writes=True)
     store = _store(hass)
     memory_id = clean_text(call.data[ATTR_MEMORY_ID])
-    if await store.aget(namespace, memory_id) is None:
-        raise ServiceValidationError(
-            translation_domain=DOMAIN,
-            translation_key="memory_not_found",
-            translation_placeholders={"memory_id": memory_id[:100]},
-        )
-    await store.adelete(namespace, memory_id)
+    for namespace in namespaces:
+        if await store.aget(namespace, memory_id) is not None:
+            await store.adelete(namespace, memory_id)
+            return
+    raise ServiceValidationError(
+        translation_domain=DOMAIN,
+        translation_key="memory_not_found",
+        translation_placeholders={"memory_id": memory_id[:100]},
+    )
 
 
 async def _clear_memories(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
-    namespace = await _namespace(hass, call, writes=True)
     store = _store(hass)
-    items = await _all_items(store, namespace)
+    items = await _all_items(store, await _namespaces(hass, call, writes=True))
     for item in items:
-        await store.adelete(namespace, item.key)
+        await store.adelete(item.namespace, item.key)
     return {"deleted": len(items)}
 
 

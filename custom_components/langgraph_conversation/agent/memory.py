@@ -1,8 +1,18 @@
 """Long-term memories: whose they are, what the model reads of them, and its memory tool.
 
-Each person has a namespace (their Home Assistant user id); turns without a user (voice
-satellites, automations) use the household namespace. A person's turn reads their own
-memories and the household's, never another person's, and writes to their own.
+Each person has a namespace; turns without a user (voice satellites, automations) use
+the household namespace. A person's turn reads their own memories and the household's,
+never another person's, and writes to their own.
+
+Whose namespace a person's is: the Home Assistant person their user belongs to, by the
+person entity's object id (`person.alice` → `("memories", "person", "alice")`). User ids
+are random per instance; an entity id is something a household can make the same on two
+Home Assistant instances sharing one PostgreSQL, so a person's memories follow them from
+one to the other. The same rule holds on SQLite, so moving between the storages changes
+nothing about whose memories are whose. A user without a person keeps the namespace of
+their user id, as before. Memories saved under the user id before the person namespace
+existed are read as well and never moved in bulk (nothing to lose, nothing to half-move);
+one that is edited by id moves to the person's namespace then.
 
 A namespace label cannot be just any string (the store refuses dots, NUL and empty
 labels, SQLite invalid Unicode), and Home Assistant's user ids are 32 hex digits: a turn
@@ -36,6 +46,8 @@ from .tool_calls import ToolFailure
 _LOGGER = logging.getLogger(__name__)
 MEMORY_ROOT = "memories"
 HOUSEHOLD = "household"
+# The label above the person namespaces: ("memories", "person", <object id>).
+PERSON = "person"
 # Longest memory the model may store, in characters (a memory is a fact, not a document).
 MAX_MEMORY_CHARS = 500
 
@@ -44,13 +56,32 @@ def person_label(user_id: str | None) -> str | None:
     """The namespace label of a person's memories, None if `user_id` cannot be one."""
     if (
         not user_id
-        or user_id == HOUSEHOLD
+        # A user id "person" would read every person's namespace (searches match by prefix).
+        or user_id in (HOUSEHOLD, PERSON)
         or "." in user_id
         or "\x00" in user_id
         or has_invalid_text(user_id)
     ):
         return None
     return user_id
+
+
+def person_namespace(person_id: str | None) -> tuple[str, ...] | None:
+    """The namespace of the person entity `person_id` (`person.alice`), None if it is not
+    a person entity id whose object id can be a label."""
+    domain, _, object_id = (person_id or "").partition(".")
+    if domain != PERSON or person_label(object_id) is None:
+        return None
+    return (MEMORY_ROOT, PERSON, object_id)
+
+
+def personal_namespaces(user_id: str | None, person_id: str | None) -> tuple[tuple[str, ...], ...]:
+    """A user's own memory namespaces, the one written first: their person's (if they
+    have one) and their user id's (older memories, or the only one without a person)."""
+    by_person = person_namespace(person_id)
+    label = person_label(user_id)
+    by_user = (MEMORY_ROOT, label) if label is not None else None
+    return tuple(ns for ns in (by_person, by_user) if ns is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,19 +92,29 @@ class MemoryScope:
     reads: tuple[tuple[str, ...], ...]
 
     @classmethod
-    def for_user(cls, user_id: str | None) -> MemoryScope:
-        """A person's own memories plus the household's; the household's alone without one."""
+    def for_user(cls, user_id: str | None, person_id: str | None = None) -> MemoryScope:
+        """A person's own memories plus the household's; the household's alone without one.
+
+        `person_id` is the person entity the user belongs to, if any (see the module's
+        docstring); the person's namespace is written, the user id's still read.
+        """
         household = (MEMORY_ROOT, HOUSEHOLD)
-        label = person_label(user_id)
-        if label is None:
+        own = personal_namespaces(user_id, person_id)
+        if not own:
             if user_id:
                 _LOGGER.warning(
                     "User id %r cannot own memories; the turn uses the household's",
                     clean_text(user_id)[:100],
                 )
             return cls(household, (household,))
-        own = (MEMORY_ROOT, label)
-        return cls(own, (own, household))
+        return cls(own[0], (*own, household))
+
+    @property
+    def older(self) -> tuple[tuple[str, ...], ...]:
+        """The person's own namespaces besides the one written (memories from before they
+        had a person namespace): an edit by id moves a memory from there."""
+        household = (MEMORY_ROOT, HOUSEHOLD)
+        return tuple(ns for ns in self.reads if ns not in (self.writes, household))
 
 
 def _memory(item: Any) -> dict[str, Any]:
@@ -249,10 +290,22 @@ def memory_tools(
                 }
             )
         key = memory_id or uuid.uuid4().hex[:12]
+        moved_from = None
         if memory_id and await store.aget(scope.writes, memory_id) is None:
-            raise ToolFailure({"error": "not_found", "error_text": f"No memory {memory_id}."})
+            moved_from = await _older_holding(memory_id)
+            if moved_from is None:
+                raise ToolFailure({"error": "not_found", "error_text": f"No memory {memory_id}."})
         await store.aput(scope.writes, key, {"text": text})
+        if moved_from is not None:
+            # Written first, deleted after: a failure in between leaves two copies, not none.
+            await store.adelete(moved_from, key)
         return {"saved": key, "text": text}
+
+    async def _older_holding(memory_id: str) -> tuple[str, ...] | None:
+        for namespace in scope.older:
+            if await store.aget(namespace, memory_id) is not None:
+                return namespace
+        return None
 
     async def forget(memory_id: str | None) -> dict[str, Any]:
         if not memory_id:

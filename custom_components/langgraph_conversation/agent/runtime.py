@@ -303,7 +303,9 @@ class AgentRuntime:
         # The thread's state at the end of the turn (set by _run_graph).
         outcome: dict[str, Any] = {}
         # Whose memories the turn reads and writes: the requester's and the household's.
-        memory = MemoryScope.for_user(turn.requester.user_id) if agent.memory else None
+        memory = (
+            MemoryScope.for_user(turn.requester.user_id, turn.person_id) if agent.memory else None
+        )
         try:
             # Closed explicitly when our consumer stops early, so the thread's lock and
             # the graph's stream are released at once, not whenever it is collected.

@@ -89,6 +89,9 @@ class Turn:
     # Who asks: a pending yes binds to them (confirmation.decide), and their memories
     # are the ones the turn uses (when the agent uses memories).
     requester: Requester = field(default_factory=Requester)
+    # The person entity the requester's user belongs to (`person.alice`), if any: their
+    # memories are kept under it, the same on every instance sharing the storage (memory.py).
+    person_id: str | None = None
     # When the turn started (seconds since the epoch); 0 reads the clock.
     now: float = 0.0
     # What the caller's own scan flagged in text it put into the turn (device, area and
