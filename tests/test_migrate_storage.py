@@ -1,5 +1,6 @@
-"""The migrate_storage action: conversations and memories written through real turns on
-this machine's files are copied into PostgreSQL and back; nothing is lost, a second run
+"""The migrate_storage action: conversations (with their links and answer ratings) and
+memories written through real turns on this machine's files are copied into PostgreSQL and
+back; nothing is lost, a second run
 copies nothing, the source stays as it was."""
 
 from __future__ import annotations
@@ -75,11 +76,24 @@ async def test_files_move_to_postgres_and_back_without_loss(
     )
     openai_server.add_text("Noted too.")
     await _ask(hass, setup_integration, "Remember bins go out on Tuesday", begun.conversation_id)
+    # The second answer is rated (an automation: no user, so the conversation without one).
+    conversation_of_agent = {
+        "agent": agent_entity_id(hass, setup_integration),
+        "conversation_id": begun.conversation_id,
+    }
+    await hass.services.async_call(
+        DOMAIN,
+        "rate_answer",
+        {**conversation_of_agent, "rating": "up", "comment": "Clear"},
+        blocking=True,
+        return_response=True,
+    )
     folder = Path(hass.config.path(DOMAIN))
 
     await _choose_postgres(hass, setup_integration, postgres_url)
     before = await hass.async_add_executor_job(_digest, folder)
     moved = await _migrate(hass, "to_postgresql")
+    assert moved["ratings"] == {"copied": 1, "already_there": 0}
     assert moved["threads"] == {"copied": 1, "already_there": 0}
     assert moved["conversation_links"] == {"copied": 1, "already_there": 0}
     assert moved["checkpoints_copied"] >= 1
@@ -95,6 +109,14 @@ async def test_files_move_to_postgres_and_back_without_loss(
     assert again["conversation_links"] == {"copied": 0, "already_there": 1}
     assert again["memories"]["copied"] == 0
     assert again["memories"]["already_there"] == 2
+    assert again["ratings"] == {"copied": 0, "already_there": 1}
+    # The rating is read from PostgreSQL with its answer.
+    exported = await hass.services.async_call(
+        DOMAIN, "export_thread", conversation_of_agent, blocking=True, return_response=True
+    )
+    assert [(m["content"], m["rating"]) for m in exported["messages"] if "rating" in m] == [
+        ("Noted too.", {"rating": "up", "comment": "Clear"})
+    ]
 
     # On PostgreSQL the conversation goes on with its history, and memories are recalled.
     openai_server.add_text("Miso.")
@@ -115,6 +137,7 @@ async def test_files_move_to_postgres_and_back_without_loss(
     back = await _migrate(hass, "to_sqlite")
     assert back["memories"]["copied"] == 1
     assert back["memories"]["already_there"] == 2
+    assert back["ratings"] == {"copied": 0, "already_there": 1}
     assert back["threads"]["copied"] >= 1  # the new conversations, and the continued one
     hass.config_entries.async_update_entry(setup_integration, options={})
     await hass.async_block_till_done()

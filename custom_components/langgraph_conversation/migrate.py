@@ -1,5 +1,6 @@
-"""The migrate_storage action: copy conversations and memories between this machine's
-SQLite files and the PostgreSQL database chosen in the options (storage/copy.py copies).
+"""The migrate_storage action: copy conversations (with their links and answer ratings)
+and memories between this machine's SQLite files and the PostgreSQL database chosen in
+the options (storage/copy.py copies).
 
 It runs while PostgreSQL is the chosen storage, in either direction: "to PostgreSQL"
 brings the files' contents in after switching; "to this machine" copies the database's
@@ -19,8 +20,9 @@ from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
 from .const import DOMAIN, MEMORY_FILE, THREADS_FILE
 from .persistence import DATA_STORAGE
 from .storage.checkpointer import SqliteCheckpointSaver
-from .storage.copy import CopyCounts, copy_links, copy_memories, copy_threads
+from .storage.copy import CopyCounts, copy_links, copy_memories, copy_ratings, copy_threads
 from .storage.links import SqliteLinkStore
+from .storage.ratings import SqliteRatingStore
 from .storage.store import SqliteStore
 
 _LOGGER = logging.getLogger(__name__)
@@ -53,14 +55,17 @@ async def async_migrate(hass: HomeAssistant, direction: str) -> dict[str, Any]:
             memory = await SqliteStore.open(folder / MEMORY_FILE)
             try:
                 links = SqliteLinkStore(threads.database)
+                ratings = SqliteRatingStore(threads.database)
                 if direction == TO_POSTGRES:
                     memory.keep_reads_untouched()
                     await copy_threads(threads, postgres.saver, counts)
                     await copy_links(links, postgres.links, counts)
+                    await copy_ratings(ratings, postgres.ratings, counts)
                     await copy_memories(memory, postgres.store, counts)
                 else:
                     await copy_threads(postgres.saver, threads, counts)
                     await copy_links(postgres.links, links, counts)
+                    await copy_ratings(postgres.ratings, ratings, counts)
                     await copy_memories(postgres.store, memory, counts)
             finally:
                 await memory.aclose()

@@ -13,7 +13,8 @@ again after an interruption finishes the rest and a second run copies nothing.
 
 The target's own retention applies to what arrives (PostgreSQL's saver keeps the newest
 checkpoints per thread, as configured). Memories arrive with the copy's time as their
-time; conversation links are copied (a link already there is kept), answer ratings are not.
+time; conversation links and answer ratings are copied (a link or a rating already there
+is kept: it is the target's own, or a later one).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class CopyCounts:
     memories_already_there: int = 0
     links_copied: int = 0
     links_already_there: int = 0
+    ratings_copied: int = 0
+    ratings_already_there: int = 0
     namespaces: set[tuple[str, ...]] = field(default_factory=set)
 
     def as_response(self) -> dict[str, Any]:
@@ -49,6 +52,10 @@ class CopyCounts:
             "conversation_links": {
                 "copied": self.links_copied,
                 "already_there": self.links_already_there,
+            },
+            "ratings": {
+                "copied": self.ratings_copied,
+                "already_there": self.ratings_already_there,
             },
             "memories": {
                 "copied": self.memories_copied,
@@ -133,3 +140,12 @@ async def copy_links(source: Any, target: Any, counts: CopyCounts) -> None:
     added = await target.write(add)
     counts.links_copied += added
     counts.links_already_there += len(rows) - added
+
+
+async def copy_ratings(source: Any, target: Any, counts: CopyCounts) -> None:
+    """Every answer rating of `source` into `target`, unless that answer is rated there
+    already; both are rating stores (storage/ratings.py, storage/postgres_house.py)."""
+    rows = await source.all_rows()
+    added = await target.add_missing(rows)
+    counts.ratings_copied += added
+    counts.ratings_already_there += len(rows) - added

@@ -442,6 +442,33 @@ class PostgresRatingStore:
             row["message_id"]: {"rating": row["rating"], "comment": row["comment"]} for row in rows
         }
 
+    async def all_rows(self) -> list[tuple[str, str, str, str, float]]:
+        """Every rating as (thread id, message id, rating, comment, rated at), for a copy."""
+        async with self._pool.connection() as connection:
+            cursor = await connection.execute(
+                f"SELECT thread_id, message_id, rating, comment, rated_at FROM {RATINGS_TABLE}"
+            )
+            rows = await cursor.fetchall()
+        return [
+            (r["thread_id"], r["message_id"], r["rating"], r["comment"], r["rated_at"])
+            for r in rows
+        ]
+
+    async def add_missing(self, rows: list[tuple[str, str, str, str, float]]) -> int:
+        """Add the ratings of answers not rated here yet (one already here is kept, like
+        a later rating), in one transaction; how many were added."""
+        added = 0
+        async with self._pool.connection() as connection, connection.transaction():
+            for row in rows:
+                cursor = await connection.execute(
+                    f"INSERT INTO {RATINGS_TABLE}"
+                    " (thread_id, message_id, rating, comment, rated_at)"
+                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (thread_id, message_id) DO NOTHING",
+                    row,
+                )
+                added += cursor.rowcount
+        return added
+
 
 class _LinkTable:
     """The link table through one open transaction (agent/threads.py's LinkTable)."""

@@ -62,3 +62,26 @@ class SqliteRatingStore:
             ).fetchall()
         )
         return {message_id: {"rating": r, "comment": c} for message_id, r, c in rows}
+
+    async def all_rows(self) -> list[tuple[str, str, str, str, float]]:
+        """Every rating as (thread id, message id, rating, comment, rated at), for a copy."""
+        return await self._database.read(
+            lambda connection: connection.execute(
+                f"SELECT thread_id, message_id, rating, comment, rated_at FROM {TABLE}"
+            ).fetchall()
+        )
+
+    async def add_missing(self, rows: list[tuple[str, str, str, str, float]]) -> int:
+        """Add the ratings of answers not rated here yet (one already here is kept, like
+        a later rating); how many were added."""
+
+        def add(connection: sqlite3.Connection) -> int:
+            before = connection.total_changes
+            connection.executemany(
+                f"INSERT OR IGNORE INTO {TABLE}"
+                " (thread_id, message_id, rating, comment, rated_at) VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+            return connection.total_changes - before
+
+        return await self._database.write(add)
