@@ -191,3 +191,77 @@ async def test_a_model_of_another_size_is_words_only(
         False,
         "embedding_dimensions_changed",
     )
+
+
+async def _other_topic_vectors(texts: list[str]) -> list[list[float]]:
+    """Another model of _topic_vectors' size whose dimensions mean other things: its vector
+    of "tea" is _topic_vectors' vector of "bike"."""
+    return [list(reversed(vector)) for vector in await _topic_vectors(texts)]
+
+
+def _vector_rows(server: PostgresServer, database: str) -> int:
+    return int(server.sql("SELECT count(*) FROM store_vectors", database=database))
+
+
+async def test_another_model_of_the_same_size_never_meets_the_first_ones_vectors(
+    postgres_server: PostgresServer, postgres_url: str, postgres_database: str
+) -> None:
+    """Opened with another embedding model of the same size, the first model's vectors are
+    dropped (a search by meaning would compare the two), words still find every memory, and
+    the backfill embeds them again with the new model."""
+    _require_pgvector(postgres_server)
+    storage = await PostgresStorage.open(postgres_url, embed=_topic_vectors, embedding_model="a")
+    try:
+        await storage.store.aput(("memories", "u1"), "tea", {"text": "Green tea"})
+        await storage.store.aput(("memories", "u1"), "bike", {"text": "Rides a bike"})
+    finally:
+        await storage.aclose()
+    assert await asyncio.to_thread(_vector_rows, postgres_server, postgres_database) == 2
+
+    storage = await PostgresStorage.open(
+        postgres_url, embed=_other_topic_vectors, embedding_model="b"
+    )
+    try:
+        assert storage.store.index_config is not None
+        assert await asyncio.to_thread(_vector_rows, postgres_server, postgres_database) == 0
+        # Model b's vector of "bike" is model a's vector of "tea": with a's vectors left,
+        # the meaning of "bike" would have found the tea.
+        by_meaning = await storage.store.asearch(("memories",), query="bike", limit=5)
+        assert [item.key for item in by_meaning] == ["bike"]
+        assert await storage.store.abackfill_vectors(10) == 2
+        after = await storage.store.asearch(("memories",), query="bike", limit=5)
+        stats = await storage.store.stats()
+    finally:
+        await storage.aclose()
+    assert after[0].key == "bike"
+    assert stats["vector_problem"] is None
+    assert await asyncio.to_thread(_vector_rows, postgres_server, postgres_database) == 2
+
+
+async def test_a_store_whose_model_another_instance_replaced_uses_no_vectors(
+    postgres_server: PostgresServer, postgres_url: str, postgres_database: str
+) -> None:
+    """Two stores on one database, opened with two models of the same size: the one opened
+    first writes and reads no vectors afterwards (they would be the other model's) and says
+    why; its memories are still saved and found by their words."""
+    _require_pgvector(postgres_server)
+    first = await PostgresStorage.open(postgres_url, embed=_topic_vectors, embedding_model="a")
+    try:
+        second = await PostgresStorage.open(
+            postgres_url, embed=_other_topic_vectors, embedding_model="b"
+        )
+        try:
+            await second.store.aput(("memories", "u1"), "tea", {"text": "Green tea"})
+            await first.store.aput(("memories", "u1"), "bike", {"text": "Rides a bike"})
+            found = await first.store.asearch(("memories",), query="bike", limit=5)
+            stats = await first.store.stats()
+            # Only the second store's model made vectors.
+            assert await first.store.abackfill_vectors(10) == 0
+            assert await second.store.abackfill_vectors(10) == 1
+        finally:
+            await second.aclose()
+    finally:
+        await first.aclose()
+    assert [item.key for item in found] == ["bike"]
+    assert stats["vector_problem"] == "vectors_of_another_model"
+    assert await asyncio.to_thread(_vector_rows, postgres_server, postgres_database) == 2

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 from enum import StrEnum
+import logging
 from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
@@ -39,8 +40,11 @@ from .postgres_house import (
     PostgresLinkStore,
     PostgresRatingStore,
     WordSearchStore,
+    claim_vectors,
     create_tables,
 )
+
+_LOGGER = logging.getLogger(__name__)
 
 # Seconds a connection attempt may take (an address that drops packets would otherwise
 # keep a Configure dialog waiting for minutes).
@@ -279,6 +283,13 @@ class PostgresStorage:
                     await setup_store.setup()
                 finally:
                     await _stop_batching(setup_store)
+                vector_model = embedding_model or "embedding model"
+                if index is not None and await claim_vectors(connection, vector_model):
+                    _LOGGER.info(
+                        "Memory vectors of another embedding model were dropped; %s makes"
+                        " new ones in the background, words find memories meanwhile",
+                        vector_model,
+                    )
                 has_vector = await _has_vector(connection)
             except psycopg.Error as err:
                 raise _unavailable(err, url) from err
@@ -298,6 +309,7 @@ class PostgresStorage:
             raise _unavailable(err, url) from err
         store = WordSearchStore(pool, index=index)
         store.vector_problem = str(vector_problem) if vector_problem else None
+        store.vector_model = vector_model if index is not None else None
         return cls(
             pool,
             HouseSaver(pool),

@@ -4,10 +4,18 @@ memories by their words (alone without a vector index, with the vectors when the
 an embedding failure that falls back to words instead of failing, and sizes for diagnostics.
 
 The saver and the store stay LangGraph's own classes (subclassed, every LangGraph method
-untouched but the two named below). Our two tables live next to theirs, prefixed `lgc_`.
+untouched but the two named below). Our tables live next to theirs, prefixed `lgc_`.
 The SQL on LangGraph's tables reads their columns only (thread_id, checkpoint_ns,
 checkpoint_id, the checkpoint's `ts` and `channel_versions`, the store's prefix and value),
 which tests/storage/test_postgres_house.py checks against the installed version.
+
+Vectors of two embedding models must never meet in one search, even when they have the
+same size (the SQLite store tags each vector with its model). LangGraph's `store_vectors`
+has no column for the model and is not ours to alter, so `lgc_vector_model` names the one
+model whose vectors it holds: a store opened with another model drops them (they are
+derived data; the maintenance backfill embeds the memories again, and meanwhile words find
+them), and a store whose model is no longer the named one (another Home Assistant on the
+same database opened with another model) uses no vectors until it is opened again.
 """
 
 from __future__ import annotations
@@ -38,6 +46,9 @@ LINKS_TABLE = "lgc_conversation_links"
 # (the SQLite store's weighting, storage/store.py).
 SEMANTIC_WEIGHT = 0.5
 RATINGS_TABLE = "lgc_answer_ratings"
+VECTOR_MODEL_TABLE = "lgc_vector_model"
+# WordSearchStore.vector_problem while another embedding model owns the vectors.
+VECTORS_OF_ANOTHER_MODEL = "vectors_of_another_model"
 
 SCHEMA = (
     f"""CREATE TABLE IF NOT EXISTS {LINKS_TABLE} (
@@ -57,6 +68,10 @@ SCHEMA = (
         comment TEXT NOT NULL,
         rated_at DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (thread_id, message_id))""",
+    # One row at most: the embedding model whose vectors store_vectors holds.
+    f"""CREATE TABLE IF NOT EXISTS {VECTOR_MODEL_TABLE} (
+        only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
+        model TEXT NOT NULL)""",
 )
 
 type Pool = AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]
@@ -66,6 +81,26 @@ async def create_tables(connection: psycopg.AsyncConnection[dict[str, Any]]) -> 
     """Our tables, created if missing (autocommit: each statement on its own)."""
     for statement in SCHEMA:
         await connection.execute(statement)
+
+
+async def claim_vectors(connection: psycopg.AsyncConnection[dict[str, Any]], model: str) -> bool:
+    """Make `model` the one whose vectors LangGraph's store_vectors holds (after its store's
+    setup); True when the vectors there were dropped, being another model's or untagged."""
+    async with connection.transaction():
+        # Two instances opening at once: one claims after the other, never both half-way.
+        await connection.execute(f"LOCK TABLE {VECTOR_MODEL_TABLE} IN EXCLUSIVE MODE")
+        cursor = await connection.execute(f"SELECT model FROM {VECTOR_MODEL_TABLE}")
+        row = await cursor.fetchone()
+        if row is not None and row["model"] == model:
+            return False
+        # Untagged vectors (written before the tag existed) count as unknown, as on SQLite.
+        cursor = await connection.execute("DELETE FROM store_vectors")
+        await connection.execute(
+            f"INSERT INTO {VECTOR_MODEL_TABLE} (model) VALUES (%s)"
+            " ON CONFLICT (only_row) DO UPDATE SET model = excluded.model",
+            (model,),
+        )
+        return cursor.rowcount > 0
 
 
 class HouseSaver(AsyncPostgresSaver):
@@ -209,6 +244,31 @@ class WordSearchStore(AsyncPostgresStore):
 
     # Why vectors are not used, for diagnostics (None: they are, or no model was chosen).
     vector_problem: str | None = None
+    # The embedding model this store's vectors are made with (claim_vectors), with an index.
+    vector_model: str | None = None
+
+    async def _owns_vectors(self) -> bool:
+        """Whether the vectors in the database are still this store's model's (another
+        instance may have opened the database with another model since)."""
+        if self.vector_model is None:
+            return True
+        pool: Pool = self.conn  # type: ignore[assignment]
+        async with pool.connection() as connection:
+            cursor = await connection.execute(f"SELECT model FROM {VECTOR_MODEL_TABLE}")
+            row = await cursor.fetchone()
+        if row is not None and row["model"] == self.vector_model:
+            if self.vector_problem == VECTORS_OF_ANOTHER_MODEL:
+                self.vector_problem = None  # claimed back for this model by another opening
+            return True
+        if self.vector_problem != VECTORS_OF_ANOTHER_MODEL:
+            self.vector_problem = VECTORS_OF_ANOTHER_MODEL
+            _LOGGER.warning(
+                "Memory vectors on PostgreSQL are now made by another embedding model than"
+                " %s (another Home Assistant on the same database?); memories are searched"
+                " by their words until this one is set up again",
+                self.vector_model,
+            )
+        return False
 
     async def asearch(
         self,
@@ -238,6 +298,8 @@ class WordSearchStore(AsyncPostgresStore):
         # Both rankings need the best `offset + limit` of their own to page the merge.
         wanted = offset + limit
         by_words = await self._search_words(namespace_prefix, words, wanted, 0) if words else []
+        if not await self._owns_vectors():
+            return by_words[offset:wanted]
         try:
             # Straight to LangGraph's batch (not through the queue), so an embedding failure
             # reaches this search alone.
@@ -253,10 +315,17 @@ class WordSearchStore(AsyncPostgresStore):
         """LangGraph's batch; if embedding fails, again without vectors (puts keep their
         words, searches go by words), so operations batched with it fail neither."""
         ops = list(ops)
-        try:
+        if self.index_config is None or not any(map(_uses_vectors, ops)):
             return await super().abatch(ops)
-        except EmbeddingFailed:
-            pass
+        if await self._owns_vectors():
+            try:
+                return await super().abatch(ops)
+            except EmbeddingFailed:
+                pass
+        return await self._batch_without_vectors(ops)
+
+    async def _batch_without_vectors(self, ops: list[Op]) -> list[Result]:
+        """The batch with puts stored without a vector and searches by words."""
         results: list[Result] = [None] * len(ops)
         plain: list[tuple[int, Op]] = []
         for position, op in enumerate(ops):
@@ -288,7 +357,7 @@ class WordSearchStore(AsyncPostgresStore):
         tests/storage/test_postgres_house.py checks), without touching the items, whose
         times stay as they were. Stops at an embedding failure (the next run tries again).
         """
-        if self.embeddings is None:
+        if self.embeddings is None or not await self._owns_vectors():
             return 0
         pool: Pool = self.conn  # type: ignore[assignment]
         done = 0
@@ -368,6 +437,14 @@ class WordSearchStore(AsyncPostgresStore):
             "vector_index": self.index_config is not None,
             "vector_problem": self.vector_problem,
         }
+
+
+def _uses_vectors(op: Op) -> bool:
+    """Whether LangGraph's store embeds for `op` (with an index): a put that indexes, a
+    search with a query."""
+    if isinstance(op, PutOp):
+        return op.value is not None and op.index is not False
+    return isinstance(op, SearchOp) and bool(op.query)
 
 
 def _hybrid(by_words: list[SearchItem], by_meaning: list[SearchItem]) -> list[SearchItem]:
