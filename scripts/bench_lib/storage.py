@@ -1,4 +1,6 @@
-"""Figure 5: thread storage size against LangGraph's AsyncSqliteSaver, memory search speed.
+"""Figure 5: thread storage size against LangGraph's AsyncSqliteSaver, memory search speed;
+on PostgreSQL (a server from tests/postgres.py in the leg) the same threads' size in
+LangGraph's checkpoint tables, and memory search.
 
 Only measured when the persistence code exists: `storage/checkpointer.py` with
 `SqliteCheckpointSaver` for the thread file, `storage/store.py` with `SqliteStore` for the
@@ -69,8 +71,8 @@ def _retention(const: Any) -> tuple[str, int] | None:
     return found[0] if len(found) == 1 else None
 
 
-async def _thread_bytes(bench: Bench, saver: Any, path: Path, turns: int) -> int:
-    """Run `turns` turns of one thread on a runtime using `saver`; the file's size after."""
+async def _run_thread(bench: Bench, saver: Any, turns: int) -> None:
+    """Run `turns` turns of one thread on a runtime using `saver`."""
     from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
     from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn
     from custom_components.langgraph_conversation.agent.turn import AgentSettings
@@ -95,7 +97,6 @@ async def _thread_bytes(bench: Bench, saver: Any, path: Path, turns: int) -> int
     held = len(await runtime.messages("bench-thread"))
     if held != 2 * turns:
         raise RuntimeError(f"the thread holds {held} messages after {turns} turns")
-    return _file_bytes(path)
 
 
 async def thread_size_rows(bench: Bench) -> list[Row]:
@@ -121,7 +122,7 @@ async def thread_size_rows(bench: Bench) -> list[Row]:
             path = Path(directory) / f"{label}.db"
             saver = await ours_class.open(path, **options)
             try:
-                await _thread_bytes(bench, saver, path, turns)
+                await _run_thread(bench, saver, turns)
             finally:
                 await saver.aclose()
             sizes[label] = _file_bytes(path)
@@ -129,7 +130,7 @@ async def thread_size_rows(bench: Bench) -> list[Row]:
         started = time.perf_counter()
         path = Path(directory) / "reference.db"
         async with AsyncSqliteSaver.from_conn_string(str(path)) as reference:
-            await _thread_bytes(bench, reference, path, turns)
+            await _run_thread(bench, reference, turns)
         sizes["AsyncSqliteSaver"] = _file_bytes(path)
         seconds["AsyncSqliteSaver"] = time.perf_counter() - started
     bench.server.forget()
@@ -139,6 +140,7 @@ async def thread_size_rows(bench: Bench) -> list[Row]:
         "seconds": seconds,
         "retention": retention,
     }
+
     notes = [
         "figure 5: the ratio column is ours ÷ AsyncSqliteSaver (the core column shows "
         "AsyncSqliteSaver); sizes include the -wal file if one is left"
@@ -352,9 +354,89 @@ async def _search_postgres(url: str, items: int, queries: int, hybrid: bool) -> 
     }
 
 
+# LangGraph's checkpoint tables (their indexes and TOAST included by pg_total_relation_size).
+_CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+async def _postgres_thread_bytes(
+    bench: Bench, server: Any, database: str, turns: int, keep_last: int | None
+) -> tuple[int, int]:
+    """The same thread as on SQLite, through the saver the integration opens on PostgreSQL;
+    the size of LangGraph's checkpoint tables after a VACUUM (what autovacuum leaves: the
+    space of pruned checkpoints stays in the files, for reuse) and after VACUUM FULL (the
+    live rows only)."""
+    postgres = _module("storage.postgres")
+    assert postgres is not None
+    storage = await postgres.PostgresStorage.open(server.url(database))
+    try:
+        storage.saver.keep_last = keep_last
+        await _run_thread(bench, storage.saver, turns)
+    finally:
+        await storage.aclose()
+    total = "SELECT " + " + ".join(
+        f"pg_total_relation_size('{table}')" for table in _CHECKPOINT_TABLES
+    )
+    await asyncio.to_thread(server.sql, "VACUUM", database=database)
+    on_disk = int(await asyncio.to_thread(server.sql, total, database=database))
+    await asyncio.to_thread(server.sql, "VACUUM FULL", database=database)
+    live = int(await asyncio.to_thread(server.sql, total, database=database))
+    return on_disk, live
+
+
+async def postgres_thread_rows(bench: Bench, server: Any) -> list[Row]:
+    """LangGraph's checkpoint tables on PostgreSQL after figure 5's thread, with and
+    without the integration's retention, next to AsyncSqliteSaver's file."""
+    from tests import postgres as test_postgres
+
+    const = importlib.import_module(f"{PACKAGE}.const")
+    retention = _retention(const)
+    turns = 30 if bench.settings.quick else 200
+    variants: list[tuple[str, int | None]] = [("no retention", None)]
+    if retention is not None:
+        variants.append(
+            (f"{retention[0]}={retention[1]} (the integration's setting)", retention[1])
+        )
+    sizes: dict[str, tuple[int, int]] = {}
+    bench.server.forget()
+    for index, (label, keep_last) in enumerate(variants):
+        name = f"bench_threads_{index}"
+        await asyncio.to_thread(
+            server.sql, f"CREATE DATABASE {name} OWNER {test_postgres.APP_ROLE}"
+        )
+        sizes[label] = await _postgres_thread_bytes(bench, server, name, turns, keep_last)
+    bench.server.forget()
+    bench.raw["storage_threads_postgres"] = {"turns": turns, "bytes": sizes}
+    reference_bytes = bench.raw.get("storage_threads", {}).get("bytes", {}).get("AsyncSqliteSaver")
+    reference = Stat.single(reference_bytes) if reference_bytes else None
+    return [
+        Row(
+            figure=5,
+            name=f"PostgreSQL checkpoint tables after {turns} turns of one thread, {label},"
+            f" after {vacuum}",
+            unit="bytes",
+            ours=Stat.single(size),
+            core=reference,
+            ratio=ratio_of(Stat.single(size), reference) if reference else None,
+            target="(information)",
+            outcome="info",
+            single=True,
+            notes=[
+                "figure 5: PostgreSQL thread size = pg_total_relation_size of LangGraph's "
+                + ", ".join(_CHECKPOINT_TABLES)
+                + " (indexes and TOAST included): after VACUUM, as autovacuum leaves them (the"
+                " pruned checkpoints' space stays in the files for reuse), and after VACUUM"
+                " FULL (live rows); the core column shows AsyncSqliteSaver's file"
+            ],
+        )
+        for label, both in sizes.items()
+        for vacuum, size in zip(("VACUUM", "VACUUM FULL"), both, strict=True)
+    ]
+
+
 async def postgres_search_rows(bench: Bench) -> list[Row]:
-    """Memory search p50/p95 on PostgreSQL (tests/postgres.py's server: Debian's build in
-    the leg) at 10,000 memories, words only and with pgvector."""
+    """The thread size rows (postgres_thread_rows), then memory search p50/p95 on
+    PostgreSQL (tests/postgres.py's server: Debian's build in the leg) at 10,000 memories,
+    words only and with pgvector."""
     if _module("storage.postgres") is None:
         return [_missing("PostgreSQL memory search at 10,000 memories")]
     from tests import postgres as test_postgres
@@ -367,6 +449,7 @@ async def postgres_search_rows(bench: Bench) -> list[Row]:
     results: list[dict[str, Any]] = []
     try:
         server = running.server
+        thread_rows = await postgres_thread_rows(bench, server)
         for hybrid in (False, True) if server.has_vector else (False,):
             name = f"bench_{int(hybrid)}"
             await asyncio.to_thread(
@@ -378,7 +461,7 @@ async def postgres_search_rows(bench: Bench) -> list[Row]:
     finally:
         await asyncio.to_thread(running.stop)
     bench.raw["storage_search_postgres"] = {"queries": queries, "results": results}
-    return [
+    return thread_rows + [
         Row(
             figure=5,
             name=f"PostgreSQL memory search, {result['items']:,} memories, {result['mode']}",
