@@ -2,12 +2,14 @@
 
 Against the real test PostgreSQL (tests/postgres.py): every kind of failure has its own
 error, the packages go through Home Assistant's requirements helper only when PostgreSQL
-is chosen, and the URL (a secret) reaches neither the log nor the diagnostics.
+is chosen (never under --skip-pip, which has its own error when they are missing), and
+the URL (a secret) reaches neither the log nor the diagnostics.
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 import socket
 
 import pytest
@@ -57,6 +59,9 @@ def _answer(storage: str, url: str | None = None) -> dict:
 
 @pytest.fixture
 def watch_requirements(hass: HomeAssistant) -> None:
+    # The test harness starts Home Assistant with skip_pip; a user's runs without it (the
+    # packages are installed here, so the helper finds them and installs nothing).
+    hass.config.skip_pip = False
     hass.config.skip_pip_packages = ["langgraph-checkpoint-postgres"]
 
 
@@ -161,3 +166,60 @@ async def _translated_errors(hass: HomeAssistant) -> dict[str, str]:
     return {
         key.removeprefix(prefix): text for key, text in strings.items() if key.startswith(prefix)
     }
+
+
+def _an_older_driver_first_on_the_path(folder: Path) -> None:
+    """An environment whose langgraph-checkpoint-postgres is not the pinned version: an
+    older distribution's metadata found first on the import path."""
+    info = folder / "langgraph_checkpoint_postgres-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: langgraph-checkpoint-postgres\nVersion: 0.1.0\n"
+    )
+
+
+async def test_skip_pip_with_the_packages_missing_says_so(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    postgres_url: str,
+    watch_requirements: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Home Assistant started with --skip-pip and the pinned packages not there: the form
+    says Home Assistant was told not to install them (not a failed install), nothing is
+    installed, the options stay."""
+    await hass.async_add_executor_job(_an_older_driver_first_on_the_path, tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    hass.config.skip_pip = True
+    before = dict(setup_integration.options)
+    _flow, result = await _configure(
+        hass, setup_integration, _answer(STORAGE_POSTGRES, postgres_url)
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["errors"] == {"base": "postgres_install_skipped"}
+    assert "--skip-pip" in (await _translated_errors(hass))["postgres_install_skipped"]
+    assert "langgraph-checkpoint-postgres==3.2.0" in caplog.text
+    # Home Assistant's requirements helper was not asked (it would have installed).
+    assert _SKIPPED not in caplog.text
+    assert dict(setup_integration.options) == before
+
+
+async def test_skip_pip_with_the_packages_there_uses_them(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    postgres_url: str,
+    watch_requirements: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With --skip-pip and the packages installed by hand, PostgreSQL is used as chosen,
+    without asking Home Assistant's requirements helper."""
+    hass.config.skip_pip = True
+    _flow, result = await _configure(
+        hass, setup_integration, _answer(STORAGE_POSTGRES, postgres_url)
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY, result.get("errors")
+    await hass.async_block_till_done()
+    assert setup_integration.options[CONF_POSTGRES_URL] == postgres_url
+    assert _SKIPPED not in caplog.text

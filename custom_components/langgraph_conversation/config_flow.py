@@ -113,7 +113,7 @@ from .const import (
     THREAD_IDLE_DAYS,
     VALIDATION_TIMEOUT,
 )
-from .postgres_packages import PostgresNotInstalled, async_load_postgres
+from .postgres_packages import PostgresInstallSkipped, PostgresNotInstalled, async_load_postgres
 from .profile import AGENT_DEFAULTS, NEW_AGENT_OPTIONS
 from .tools import TOOLS
 
@@ -712,6 +712,9 @@ async def _postgres_error(hass: HomeAssistant, url: str) -> str | None:
         return "postgres_url_missing"
     try:
         postgres = await async_load_postgres(hass)
+    except PostgresInstallSkipped as err:
+        _LOGGER.error("PostgreSQL packages missing: %s", err)
+        return "postgres_install_skipped"
     except PostgresNotInstalled as err:
         _LOGGER.error("Could not install the PostgreSQL packages: %s", err)
         return "postgres_install_failed"

@@ -375,7 +375,7 @@ async def _async_open_postgres(hass: HomeAssistant, shared: SharedStorage, url: 
     try:
         postgres = await async_load_postgres(hass)
     except PostgresNotInstalled as err:
-        problem, message = "not_installed", str(err)
+        problem, message = err.problem, str(err)
     else:
         embedding = shared.settings.embedding
         embedder = None
