@@ -36,7 +36,7 @@ from .agent.text import clean_text
 from .agent.turn import Turn
 from .const import DOMAIN, MAX_REQUEST_CHARS, SUBENTRY_CONVERSATION
 from .entity import SubentryEntity, add_subentry_entities
-from .parties import person_of_user, thread_request
+from .parties import thread_request
 from .profile import AgentProfile, agent_profile
 from .tools import TOOLS
 from .tools.context import compact_system_prompt, entity_listing, split_clock
@@ -44,6 +44,7 @@ from .tools.effects import EffectGate, EffectScope
 from .tools.fits import LISTING_COVERS, exposed_domains, offered_intents
 from .tools.ha_llm_api import tools_from_llm_api
 from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice
+from .tools.people import person_of_user
 from .tools.registry import ToolContext, as_langchain_tools
 from .window_issue import WindowIssueReporter, clear_window_issue
 

@@ -2,8 +2,7 @@
 
 The rule itself is in agent/threads.py; this module reads a turn's or an action's
 Home Assistant input into it: the device (a voice satellite) and the signed-in user,
-and whether Home Assistant issued the conversation id for this very turn; and the person
-a user belongs to, whose memories are kept by the person's entity id (agent/memory.py).
+and whether Home Assistant issued the conversation id for this very turn.
 """
 
 from __future__ import annotations
@@ -12,15 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from homeassistant.components import conversation
-from homeassistant.core import Context, HomeAssistant
+from homeassistant.core import Context
 from homeassistant.util.ulid import ulid_to_bytes
 
 from .agent.text import storable_key
 from .agent.threads import Party, ThreadRequest, continue_window
 from .profile import AgentProfile
-
-# Home Assistant's person integration (not imported: it would set up its web views).
-PERSON_DOMAIN = "person"
 
 
 def party_of_turn(user_input: conversation.ConversationInput) -> Party:
@@ -36,20 +32,6 @@ def party_of_action(context: Context, data: Mapping[str, Any]) -> Party:
     if device or user:
         return Party(device=device or None, user=user or None)
     return Party(user=context.user_id or None)
-
-
-def person_of_user(hass: HomeAssistant, user_id: str | None) -> str | None:
-    """The entity id of the person whose user is `user_id`, None without one.
-
-    Read from the person entities' `user_id` attribute, the person integration's public
-    face; Home Assistant links a user to at most one person.
-    """
-    if not user_id:
-        return None
-    for state in hass.states.async_all(PERSON_DOMAIN):
-        if state.attributes.get("user_id") == user_id:
-            return state.entity_id
-    return None
 
 
 def issued_now(chat_log: conversation.ChatLog) -> bool:

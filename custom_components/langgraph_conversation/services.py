@@ -46,9 +46,10 @@ from .agent.runtime import AgentRuntime
 from .agent.text import clean_text, storable_key
 from .const import DOMAIN, EVENT_ACTIVITY, SUBENTRY_CONVERSATION
 from .migrate import DIRECTIONS, async_migrate
-from .parties import party_of_action, person_of_user
+from .parties import party_of_action
 from .persistence import DATA_STORAGE
 from .profile import agent_profile
+from .tools.people import person_of_user
 
 if TYPE_CHECKING:
     # Only for annotations: the integration's __init__ imports this module.
