@@ -39,6 +39,7 @@ from .entity import SubentryEntity, add_subentry_entities
 from .parties import thread_request
 from .profile import AgentProfile, agent_profile
 from .tools import TOOLS
+from .tools.assist_wording import shorter_prompt
 from .tools.context import compact_system_prompt, entity_listing, split_clock
 from .tools.effects import EffectGate, EffectScope
 from .tools.fits import LISTING_COVERS, exposed_domains, offered_intents
@@ -232,8 +233,9 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
 
     def _system_prompt(self, chat_log: conversation.ChatLog) -> str:
         """Home Assistant's rendered prompt, with the compact home context if chosen, else
-        with its entity listing grouped by area (same facts, fewer tokens)."""
-        prompt = chat_log.content[0].content
+        with its entity listing grouped by area (same facts, fewer tokens); its
+        live-context guidance in shorter words either way."""
+        prompt = shorter_prompt(chat_log.content[0].content)
         if self.profile.compact_context:
             return compact_system_prompt(self.hass, prompt, conversation.DOMAIN)
         return dense_system_prompt(prompt)

@@ -26,7 +26,13 @@ def _add(hass: HomeAssistant, domain: str, name: str, area_id: str | None, alias
     )
     registry.async_update_entity(entry.entity_id, area_id=area_id)
     if aliases:
-        registry.async_update_entity(entry.entity_id, aliases=[er.COMPUTED_NAME, *aliases])
+        # 2026.10+ keeps the entity's own name among its aliases by a marker; 2026.2
+        # lists the name before the aliases itself.
+        computed = getattr(er, "COMPUTED_NAME", None)
+        registry.async_update_entity(
+            entry.entity_id,
+            aliases=[computed, *aliases] if computed is not None else set(aliases),
+        )
     hass.states.async_set(entry.entity_id, "off", {"friendly_name": name})
     async_expose_entity(hass, conversation.DOMAIN, entry.entity_id, True)
     return entry.entity_id

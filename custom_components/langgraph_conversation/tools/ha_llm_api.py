@@ -18,6 +18,7 @@ from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import floor_registry as fr, llm
 
 from ..agent.tool_calls import ToolFailure
+from .assist_wording import shorter, shorter_parameters
 from .fits import exposed_device_classes
 from .schema import lean_schema, tool_parameters, without_unmatchable
 
@@ -41,9 +42,11 @@ def _as_langchain_tool(
     floors: bool,
 ) -> BaseTool:
     # What the model is shown; Home Assistant validates the call against its own schema.
-    parameters = without_unmatchable(
-        lean_schema(tool_parameters(tool.parameters, api.custom_serializer), device_classes),
-        floors,
+    parameters = shorter_parameters(
+        without_unmatchable(
+            lean_schema(tool_parameters(tool.parameters, api.custom_serializer), device_classes),
+            floors,
+        )
     )
 
     async def call(**arguments: Any) -> Any:
@@ -60,7 +63,7 @@ def _as_langchain_tool(
 
     return StructuredTool(
         name=tool.name,
-        description=tool.description or tool.name,
+        description=shorter(tool.description) if tool.description else tool.name,
         args_schema=parameters,
         coroutine=call,
     )
