@@ -20,6 +20,7 @@ from homeassistant.helpers import floor_registry as fr, llm
 from ..agent.tool_calls import ToolFailure
 from .assist_wording import shorter, shorter_parameters
 from .fits import exposed_device_classes
+from .media_intents import grouped_media_intents
 from .schema import lean_schema, tool_parameters, without_unmatchable
 
 
@@ -75,4 +76,6 @@ def tools_from_llm_api(hass: HomeAssistant, api: llm.APIInstance | None) -> list
         return []
     device_classes = exposed_device_classes(hass, api.llm_context.assistant or "conversation")
     floors = next(iter(fr.async_get(hass).async_list_floors()), None) is not None
-    return [_as_langchain_tool(hass, tool, api, device_classes, floors) for tool in api.tools]
+    return grouped_media_intents(
+        [_as_langchain_tool(hass, tool, api, device_classes, floors) for tool in api.tools]
+    )
