@@ -7,7 +7,7 @@ import json
 
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
-from custom_components.langgraph_conversation.tools.media_intents import MEDIA_TOOL
+from custom_components.langgraph_conversation.tools.media_intents import MEDIA_ACTIONS, MEDIA_TOOL
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.components.media_player import MediaPlayerEntityFeature
@@ -67,7 +67,7 @@ async def test_media_intents_are_one_tool_whose_actions_run_the_intents(
     )
     assert result.response.speech["plain"]["speech"] == "Paused, at 30 percent."
     tools = {t["function"]["name"]: t["function"] for t in openai_server.requests[0]["tools"]}
-    assert not [name for name in tools if "HassMedia" in name or "HassSetVolume" in name]
+    assert not {name.rsplit("__", 1)[-1] for name in tools} & set(MEDIA_ACTIONS)
     actions = tools[MEDIA_TOOL]["parameters"]["properties"]["action"]["enum"]
     assert {"pause", "resume", "set_volume", "change_volume", "mute", "unmute"} <= set(actions)
     assert [c.data["entity_id"] for c in paused] == ["media_player.kitchen_speaker"]
