@@ -18,11 +18,12 @@ from custom_components.langgraph_conversation.tools.schema import (
     sanitize_schema,
     schema_to_json,
     tool_parameters,
+    without_unmatchable,
 )
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
-from homeassistant.helpers import llm
+from homeassistant.helpers import floor_registry as fr, llm
 from homeassistant.setup import async_setup_component
 
 from .conftest import agent_entity_id
@@ -371,3 +372,70 @@ async def test_device_classes_offered_are_those_of_the_exposed_entities(
     async_expose_entity(hass, conversation.DOMAIN, "cover.shed_door", False)
     device_class = (await offered())["parameters"]["properties"]["device_class"]
     assert device_class["items"]["enum"] == ["garage"]
+
+
+def test_parameters_that_cannot_change_a_call_are_left_out() -> None:
+    """`floor` without floors and a single-domain `domain` go; required ones always stay."""
+    lean = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "floor": {"type": "string"},
+            "domain": {"type": "array", "items": {"type": "string", "enum": ["light"]}},
+            "brightness": {"type": "integer"},
+        },
+    }
+    assert set(without_unmatchable(lean, floors=False)["properties"]) == {"name", "brightness"}
+    assert set(without_unmatchable(lean, floors=True)["properties"]) == {
+        "name",
+        "floor",
+        "brightness",
+    }
+    several = {"type": "array", "items": {"type": "string", "enum": ["light", "fan"]}}
+    assert (
+        "domain"
+        in without_unmatchable({"type": "object", "properties": {"domain": several}}, floors=False)[
+            "properties"
+        ]
+    )
+    required = {**lean, "required": ["floor", "domain"]}
+    assert set(without_unmatchable(required, floors=False)["properties"]) == set(lean["properties"])
+
+
+@pytest.mark.parametrize("agent_overrides", [{CONF_LLM_HASS_API: [llm.LLM_API_ASSIST]}])
+async def test_floor_is_offered_only_in_a_home_with_floors(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Home Assistant's tools name a floor only once the home has one; the light tool's
+    domain (only "light") is not offered."""
+    for component in ("homeassistant", "conversation", "intent", "light"):
+        assert await async_setup_component(hass, component, {})
+    add_light(hass, "kitchen", "Kitchen Light", exposed=True)
+    turn_on = await assist_tool_name(hass, "HassTurnOn")
+    agent_id = agent_entity_id(hass, setup_integration)
+
+    async def offered() -> dict[str, dict[str, Any]]:
+        openai_server.add_text("Fine.")
+        await conversation.async_converse(hass, "Hi", None, Context(), agent_id=agent_id)
+        return {
+            t["function"]["name"]: t["function"]["parameters"]["properties"]
+            for t in openai_server.requests[-1]["tools"]
+        }
+
+    before = await offered()
+    assert "floor" not in before[turn_on]
+    assert "name" in before[turn_on]
+    api = await assist_api(hass)
+    checked: list[str] = []
+    for tool in api.tools:
+        lean = tool_schema.lean_schema(tool_parameters(tool.parameters, api.custom_serializer))
+        domain = lean["properties"].get("domain")
+        # Home Assistant 2026.10+ restricts the light tool's domain to "light".
+        if domain and len((domain.get("items") or domain).get("enum") or ()) == 1:
+            assert "domain" not in before[tool.name], tool.name
+            checked.append(tool.name)
+    if await assist_tool_name(hass, "HassTurnOn") != "HassTurnOn":  # 2026.10 and later
+        assert checked
+
+    fr.async_get(hass).async_create("Ground Floor")
+    assert "floor" in (await offered())[turn_on]

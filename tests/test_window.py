@@ -221,14 +221,27 @@ async def test_a_large_home_fits_the_default_window(
     assert "home_find_entities" not in tools
 
 
-async def test_a_large_home_still_works_in_a_small_window(
+async def test_a_100_entity_home_fits_a_small_window_untrimmed(
     hass: HomeAssistant, ollama_server: FakeOllamaServer
 ) -> None:
-    """4,096 tokens: the entity listing goes compact (entity search joins) and optional
-    tools go, as reported."""
+    """4,096 tokens: with its listing grouped by area, a 100-entity home needs no trimming."""
     events = async_capture_events(hass, EVENT_ACTIVITY)
     entry = await setup_ollama_entry(hass, ollama_server, **{CONF_CONTEXT_WINDOW: 4096})
     add_home(hass, 100)
+    assert await _tool_round(hass, entry, ollama_server) == "Done."
+    assert {m.window for m in ollama_server.prompts} == {4096}
+    assert _within_windows(ollama_server) == []
+    assert not [e for e in events if e.data["type"] == "request_trimmed"]
+
+
+async def test_a_large_home_still_works_in_a_small_window(
+    hass: HomeAssistant, ollama_server: FakeOllamaServer
+) -> None:
+    """4,096 tokens: a 600-entity home's listing goes compact (entity search joins) and
+    optional tools go, as reported."""
+    events = async_capture_events(hass, EVENT_ACTIVITY)
+    entry = await setup_ollama_entry(hass, ollama_server, **{CONF_CONTEXT_WINDOW: 4096})
+    add_home(hass, 600)
     assert await _tool_round(hass, entry, ollama_server) == "Done."
     assert {m.window for m in ollama_server.prompts} == {4096}
     assert _within_windows(ollama_server) == []

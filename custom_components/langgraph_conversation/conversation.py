@@ -39,10 +39,12 @@ from .entity import SubentryEntity, add_subentry_entities
 from .parties import thread_request
 from .profile import AgentProfile, agent_profile
 from .tools import TOOLS
+from .tools.assist_wording import shorter_prompt
 from .tools.context import compact_system_prompt, entity_listing, split_clock
 from .tools.effects import EffectGate, EffectScope
 from .tools.fits import LISTING_COVERS, exposed_domains, offered_intents
 from .tools.ha_llm_api import tools_from_llm_api
+from .tools.listing import dense_system_prompt
 from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice
 from .tools.people import person_of_user
 from .tools.registry import ToolContext, as_langchain_tools
@@ -231,11 +233,13 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         clear_window_issue(self.hass, self.subentry.subentry_id)
 
     def _system_prompt(self, chat_log: conversation.ChatLog) -> str:
-        """Home Assistant's rendered prompt, with the compact home context if chosen."""
-        prompt = chat_log.content[0].content
+        """Home Assistant's rendered prompt, with the compact home context if chosen, else
+        with its entity listing grouped by area (same facts, fewer tokens); its
+        live-context guidance in shorter words either way."""
+        prompt = shorter_prompt(chat_log.content[0].content)
         if self.profile.compact_context:
-            prompt = compact_system_prompt(self.hass, prompt, conversation.DOMAIN)
-        return prompt
+            return compact_system_prompt(self.hass, prompt, conversation.DOMAIN)
+        return dense_system_prompt(prompt)
 
     def _compact_instructions(self, instructions: str) -> Callable[[], str] | None:
         """The instructions with the compact home context, for a request too long for

@@ -244,9 +244,23 @@ async def _conversation(
     return [r.body for r in server.records[start:] if r.kind == "chat"]
 
 
-def _first(body: Mapping[str, Any]) -> dict[str, int]:
+def system_parts(body: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """The system message's paragraphs (base prompt, rules, Home Assistant's instructions,
+    the entity listing, …) with their tokens: where a first request's tokens go."""
+    messages = body.get("messages") or []
+    if not messages or messages[0].get("role") != "system":
+        return []
+    return [
+        (paragraph.splitlines()[0][:60], len(_encode(paragraph)))
+        for paragraph in _content(messages[0]).split("\n\n")
+        if paragraph.strip()
+    ]
+
+
+def _first(body: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "tokens": len(_encode(render(body))),
+        "system_parts": system_parts(body),
         "messages": len(body.get("messages") or []),
         "tools": len(body.get("tools") or []),
         "tokens_per_tool": {

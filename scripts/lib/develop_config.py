@@ -613,7 +613,7 @@ def offline_agent_entity(config_dir: Path) -> str | None:
 # A request as the agent sends it, cut down: the stand-in must answer with a real tool call.
 PROBE_PROMPT = (
     "Static Context: An overview of the areas and the devices in this smart home:\n"
-    "- names: Kitchen Lights\n  domain: light\n"
+    "- Kitchen: Kitchen Lights (light)\n"
 )
 
 

@@ -139,8 +139,13 @@ class Entity:
         return self.names[0]
 
 
+_DENSE_LINE: Final = re.compile(r"^- ([^:;()]+|\(no area\)): ((?:[^;()]+ \([a-z_]+\)(?:; )?)+)$")
+_DENSE_ENTITY: Final = re.compile(r"([^;()]+?) \(([a-z_]+)\)")
+
+
 def home_entities(system_prompt: str) -> list[Entity]:
-    """The exposed entities Home Assistant lists in the prompt ("- names: ...", "domain: ...").
+    """The exposed entities Home Assistant lists in the prompt ("- names: ...", "domain: ...",
+    or grouped by area as the agent sends the listing).
 
     The compact home context lists no entities; the caller then passes the user's words on
     and the tools resolve them.
@@ -160,6 +165,15 @@ def home_entities(system_prompt: str) -> list[Entity]:
         current.clear()
 
     for line in system_prompt.splitlines():
+        if dense := _DENSE_LINE.match(line):
+            # The listing grouped by area (tools/listing.py): "- Kitchen: Lamp, the lamp
+            # (light); Kitchen Temperature (sensor)".
+            flush()
+            area = "" if dense.group(1) == "(no area)" else dense.group(1)
+            for names, domain in _DENSE_ENTITY.findall(dense.group(2)):
+                current.update(names=names, domain=domain, areas=area)
+                flush()
+            continue
         match = re.match(r"^(- |  )(names|domain|areas): (.*)$", line)
         if match is None:
             flush()
@@ -543,9 +557,20 @@ def media(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) ->
         "next": "HassMediaNext",
         "previous": "HassMediaPrevious",
     }[action]
+    # Assist's media intents offered as one tool (tools/media_intents.py).
+    if tool := tools.own("media_player__control"):
+        return call(tool, {"action": _MEDIA_ACTIONS[intent], **target})
     if (tool := tools.intent(intent)) is None:
         return no_tool("control the music")
     return call(tool, target)
+
+
+_MEDIA_ACTIONS: Final = {
+    "HassMediaUnpause": "resume",
+    "HassMediaPause": "pause",
+    "HassMediaNext": "next",
+    "HassMediaPrevious": "previous",
+}
 
 
 def weather(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
@@ -678,6 +703,8 @@ def _intent_answer(name: str, arguments: dict[str, Any], data: dict[str, Any]) -
     domains = arguments.get("domain") or [""]
     domain = domains[0] if isinstance(domains, list) and domains else str(domains)
     intent = intent_of(name)
+    if intent == "control" and (action := arguments.get("action")) in _MEDIA_ACTIONS.values():
+        intent = next(i for i, a in _MEDIA_ACTIONS.items() if a == action)
     verb = _DONE_VERBS.get((intent, domain)) or _DONE_VERBS.get((intent, ""), "did that for")
     if data.get("response_type") == "error":
         return f"That did not work: {data.get('data', {}).get('code', 'error')}."

@@ -193,7 +193,7 @@ async def test_entity_tools_through_the_agent(
 def test_summary_of_the_test_home(hass: HomeAssistant) -> None:
     """Floors in order, areas with counts per kind; the hidden garage is left out."""
     assert home_summary(hass, ASSISTANT) == (
-        "Ground floor — Hallway: 2 lights; Kitchen: 1 light, 1 sensor; Living room: 3 lights\n"
+        "Ground floor — Hallway: 2 lights; Kitchen: light, sensor; Living room: 3 lights\n"
         "Upstairs — Bedroom: 2 lights; Office: 2 lights"
     )
 

@@ -11,6 +11,7 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.const import CONF_COMPACT_CONTEXT, CONF_LLM_HASS_API
+from custom_components.langgraph_conversation.tools.media_intents import MEDIA_ACTIONS, MEDIA_TOOL
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
@@ -106,13 +107,18 @@ async def test_without_home_assistants_api_the_domains_decide(
 async def test_with_assist_no_tool_duplicates_an_intent(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
-    """Next to Assist's intents only what they cannot do is offered."""
+    """Next to Assist's intents only what they cannot do is offered; Assist's media
+    intents as one tool."""
     await _setup_domains(hass)
     for home, expected in WITH_API.items():
         ours, theirs = await _offered(hass, setup_integration, openai_server, home)
         assert ours == expected, (home, sorted(theirs))
         if LIGHT not in ours and "light" in home:
             assert {"HassTurnOn", "HassTurnOff", "HassLightSet"} <= theirs
+        # Assist's media intents come as one tool (tools/media_intents.py), with a player.
+        assert not theirs & set(MEDIA_ACTIONS), (home, sorted(theirs))
+        if home in ("media only", "everything"):
+            assert MEDIA_TOOL.rsplit("__", 1)[-1] in theirs, (home, sorted(theirs))
 
 
 @pytest.mark.parametrize(

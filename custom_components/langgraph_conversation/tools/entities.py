@@ -281,8 +281,8 @@ async def _get_state(tool_context: ToolContext, arguments: dict[str, Any]) -> di
 
 def _plural(domain: str, count: int) -> str:
     words = domain.replace("_", " ")
-    if count == 1:
-        return f"1 {words}"
+    if count == 1:  # "light", not "1 light": a token less per kind and area
+        return words
     suffix = "es" if words.endswith(("s", "sh", "ch", "x")) else "s"
     return f"{count} {words}{suffix}"
 
@@ -295,7 +295,7 @@ def _counts(infos: list[EntityInfo]) -> str:
 def home_summary(hass: HomeAssistant, assistant: str) -> str:
     """What the exposed home holds, by floor and area, with counts per kind of entity.
 
-    E.g. "Ground floor — Kitchen: 3 lights, 1 media player; Living room: 2 lights" per
+    E.g. "Ground floor — Kitchen: 3 lights, media player; Living room: 2 lights" per
     floor, then areas without a floor, then "No area: 2 sensors".
     """
     by_area: dict[tuple[str, str], list[EntityInfo]] = {}
@@ -336,13 +336,10 @@ SPECS: list[ToolSpec] = [
                 },
                 "domain": {"type": "string", "description": "e.g. sensor"},
                 "area": {"type": "string"},
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_LIMIT,
-                },
+                # No bounds in the schema (tokens in every request): the handler clamps
+                # the limit to 1..MAX_LIMIT.
+                "limit": {"type": "integer"},
             },
-            "required": [],
         },
         category=CATEGORY,
         handler=_find_entities,

@@ -15,11 +15,13 @@ import voluptuous as vol
 
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers import llm
+from homeassistant.helpers import floor_registry as fr, llm
 
 from ..agent.tool_calls import ToolFailure
+from .assist_wording import shorter, shorter_parameters
 from .fits import exposed_device_classes
-from .schema import lean_schema, tool_parameters
+from .media_intents import grouped_media_intents
+from .schema import lean_schema, tool_parameters, without_unmatchable
 
 
 def tool_result_data(result: Any) -> tuple[Any, bool]:
@@ -34,11 +36,18 @@ def tool_result_data(result: Any) -> tuple[Any, bool]:
 
 
 def _as_langchain_tool(
-    hass: HomeAssistant, tool: llm.Tool, api: llm.APIInstance, device_classes: set[str]
+    hass: HomeAssistant,
+    tool: llm.Tool,
+    api: llm.APIInstance,
+    device_classes: set[str],
+    floors: bool,
 ) -> BaseTool:
     # What the model is shown; Home Assistant validates the call against its own schema.
-    parameters = lean_schema(
-        tool_parameters(tool.parameters, api.custom_serializer), device_classes
+    parameters = shorter_parameters(
+        without_unmatchable(
+            lean_schema(tool_parameters(tool.parameters, api.custom_serializer), device_classes),
+            floors,
+        )
     )
 
     async def call(**arguments: Any) -> Any:
@@ -55,7 +64,7 @@ def _as_langchain_tool(
 
     return StructuredTool(
         name=tool.name,
-        description=tool.description or tool.name,
+        description=shorter(tool.description) if tool.description else tool.name,
         args_schema=parameters,
         coroutine=call,
     )
@@ -66,4 +75,7 @@ def tools_from_llm_api(hass: HomeAssistant, api: llm.APIInstance | None) -> list
     if api is None:
         return []
     device_classes = exposed_device_classes(hass, api.llm_context.assistant or "conversation")
-    return [_as_langchain_tool(hass, tool, api, device_classes) for tool in api.tools]
+    floors = next(iter(fr.async_get(hass).async_list_floors()), None) is not None
+    return grouped_media_intents(
+        [_as_langchain_tool(hass, tool, api, device_classes, floors) for tool in api.tools]
+    )

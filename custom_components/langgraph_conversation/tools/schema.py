@@ -277,6 +277,37 @@ def lean_schema(node: Any, device_classes: set[str] | None = None) -> Any:
     return result
 
 
+def _single_value(node: Any) -> bool:
+    """Whether a parameter allows exactly one value (as such, or as a list of it)."""
+    if not isinstance(node, dict):
+        return False
+    enum = node.get("enum") or (node.get("items") or {}).get("enum")
+    return isinstance(enum, list) and len(enum) == 1
+
+
+def without_unmatchable(parameters: dict[str, Any], floors: bool) -> dict[str, Any]:
+    """A lean tool schema without the optional parameters that cannot change a call:
+
+    - `floor` when the home has no floors: Home Assistant matches it against the floor
+      registry, so any value would match nothing;
+    - `domain` when it allows a single domain: the intent then serves only that domain
+      (its handler requires it), so naming it adds nothing.
+
+    Required parameters always stay.
+    """
+    properties = parameters.get("properties")
+    if not isinstance(properties, dict):
+        return parameters
+    required = set(parameters.get("required") or ())
+    kept = {
+        name: sub
+        for name, sub in properties.items()
+        if name in required
+        or not ((name == "floor" and not floors) or (name == "domain" and _single_value(sub)))
+    }
+    return {**parameters, "properties": kept}
+
+
 def tool_parameters(schema: Any, custom_serializer: Callable[[Any], Any] | None) -> dict[str, Any]:
     """`sanitize_schema(schema_to_json(...))`, converted once per distinct schema.
 

@@ -247,7 +247,6 @@ SPECS: list[ToolSpec] = [
                 "days": {"type": "integer"},
                 "hours": {"type": "integer"},
             },
-            "required": [],
         },
         category=CATEGORY,
         handler=_weather,

@@ -1,0 +1,114 @@
+"""Home Assistant's Assist wording that every request carries, said in fewer tokens.
+
+Two texts of the Assist API ride along with every request: the live-context guidance in
+its prompt (when the listing answers, when the live-context tool must be called) and the
+live-context tool's description and parameters. Each is said here in our own, shorter
+words with the same instructions: small models need every one of them, not their length.
+
+A rewrite was written for one exact text of Home Assistant's, known by its digest below.
+A Home Assistant version whose text differs gets its own words sent unchanged, and
+tests/tools/test_assist_wording.py fails on that version so that a rewrite is written for
+its text: nothing Home Assistant adds is ever lost to an old rewrite.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+try:  # Home Assistant 2026.10 and later
+    from homeassistant.components.homeassistant.llm import DYNAMIC_CONTEXT_PROMPT
+except ImportError:  # Home Assistant 2026.2
+    from homeassistant.helpers.llm import DYNAMIC_CONTEXT_PROMPT
+
+_EXISTENCE = (
+    'Whether a device exists, or its type ("Do I have lights in the bedroom?"): answer from '
+    "the static context below."
+)
+_GENERAL = "General knowledge, not about the home: answer truthfully from what you know."
+
+
+def _guidance(tool: str, answer: str) -> str:
+    return "\n".join(
+        (
+            f"You CAN answer about the home's current state with {tool}: a primary "
+            "function; never say you lack it when live data is needed.",
+            _EXISTENCE,
+            'A CURRENT state, value or mode ("Is the lock locked?", "Is the fan on?", "What '
+            f'is the temperature outside?") needs live data: you MUST call {tool}, then {answer}',
+            _GENERAL,
+        )
+    )
+
+
+_LIVE_CONTEXT = (
+    "CURRENT state, value or mode of devices, sensors, entities or areas. Use it to answer "
+    "about current conditions ('Is the light on?') and as the first step of conditional "
+    "actions ('if it rains, turn off the sprinklers' needs the weather first)."
+)
+
+# Digest (first 16 hex digits of SHA-256) of Home Assistant's text → ours.
+_SHORTER: dict[str, str] = {
+    # The prompt's live-context guidance, 2026.2
+    "194229cceffff0ab": _guidance(
+        "`GetLiveContext`",
+        'answer from its result ("The temperature outside is [value from tool].").',
+    ),
+    # 2026.10
+    "02d5bfab4530a735": _guidance(
+        "the live-context tool",
+        'answer from its result ("The temperature outside is [value from tool].").',
+    ),
+    # 2026.11
+    "f0052553d2043637": _guidance(
+        "the live-context tool", "answer with the actual value or state it returned."
+    ),
+    # The live-context tool's description, 2026.2 (it takes no filters there)
+    "cc88baa42a694784": _LIVE_CONTEXT,
+    # 2026.10 and 2026.11
+    "52a226e4a1975585": (
+        f"{_LIVE_CONTEXT} Filter by name, domain and area, alone or combined; prefer domain "
+        "for several devices of one type."
+    ),
+    # Its parameters (2026.10 and 2026.11)
+    "68fac65492b865dc": "Name or alias, any case",
+    "ac0655c6ddbd3c22": "e.g. light, sensor",
+    "907495c4bdea24d7": "Area name or alias, any case",
+}
+
+
+def digest(text: str) -> str:
+    """The key of `text` in the rewrites."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def shorter(text: str) -> str:
+    """Our shorter words for one of Home Assistant's texts (the text itself if unknown)."""
+    return _SHORTER.get(digest(text), text)
+
+
+def shorter_prompt(system_prompt: str) -> str:
+    """The prompt with Home Assistant's live-context guidance in shorter words."""
+    guidance = DYNAMIC_CONTEXT_PROMPT.rstrip("\n")
+    short = shorter(DYNAMIC_CONTEXT_PROMPT)
+    if short is DYNAMIC_CONTEXT_PROMPT or guidance not in system_prompt:
+        return system_prompt
+    return system_prompt.replace(guidance, short, 1)
+
+
+def shorter_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    """A tool schema whose parameters' descriptions are in shorter words where known."""
+    properties = parameters.get("properties")
+    if not isinstance(properties, dict):
+        return parameters
+    return {
+        **parameters,
+        "properties": {
+            name: (
+                {**sub, "description": shorter(sub["description"])}
+                if isinstance(sub, dict) and isinstance(sub.get("description"), str)
+                else sub
+            )
+            for name, sub in properties.items()
+        },
+    }
