@@ -20,7 +20,7 @@ switched. "Remember that ..." goes to the agent's memory tool (action "remember"
 from what the user said earlier in the conversation (the request carries both), else with
 its "recall" action. The stand-in itself keeps nothing between requests.
 
-Run it with `python -m tests.fakes.offline_model` from the repository: it listens on a
+Run it with `python -m fakes.offline_model` from the repository: it listens on a
 free port of 127.0.0.1 until SIGINT/SIGTERM, or until its parent process ends.
 """
 

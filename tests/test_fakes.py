@@ -25,7 +25,7 @@ import ollama
 import openai
 import pytest
 
-from tests.fakes import FakeOllamaServer, FakeOpenAIServer, Reply, ToolCall
+from fakes import FakeOllamaServer, FakeOpenAIServer, Reply, ToolCall
 
 USER = [{"role": "user", "content": "Turn on the kitchen light and tell me the weather."}]
 

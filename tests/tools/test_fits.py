@@ -11,6 +11,7 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.const import CONF_COMPACT_CONTEXT, CONF_LLM_HASS_API
+from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
@@ -18,7 +19,6 @@ from homeassistant.helpers import llm
 from homeassistant.setup import async_setup_component
 
 from ..conftest import agent_entity_id
-from ..fakes import FakeOpenAIServer
 
 FIND = "home_find_entities"
 GET_STATE = "home_get_state"

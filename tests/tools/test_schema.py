@@ -19,15 +19,15 @@ from custom_components.langgraph_conversation.tools.schema import (
     schema_to_json,
     tool_parameters,
 )
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import llm
 from homeassistant.setup import async_setup_component
 
+from ..helpers import add_light, assist_api, assist_tool_name, messages_of, text_of
 from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
-from .helpers import add_light, assist_api, assist_tool_name, messages_of, text_of
 
 
 class Color(StrEnum):
