@@ -682,11 +682,10 @@ def _past(action: str) -> str:
 
 
 def _confirmed_answer(done: list[Any]) -> str:
-    """Held actions the user said yes to, then ran (the agent's result names each action)."""
+    """Held actions the user said yes to, then ran (the agent's result names each action),
+    said like an Assist intent's answer (_intent_answer)."""
     actions = [_past(str(action)) for action in done if str(action).strip()]
-    if not actions:
-        return "Done, as you confirmed."
-    return f"Done, as you confirmed: I {', '.join(actions)}."
+    return f"Done: I {', '.join(actions)}." if actions else "Done."
 
 
 def _intent_answer(name: str, arguments: dict[str, Any], data: dict[str, Any]) -> str:

@@ -865,4 +865,4 @@ async def test_the_offline_stand_in_says_a_confirmed_unlock_in_a_sentence(
             messages=messages,
             max_retries=0,
         )
-    assert text_of(chunks) == "Done, as you confirmed: I unlocked Front Door."
+    assert text_of(chunks) == "Done: I unlocked Front Door."
