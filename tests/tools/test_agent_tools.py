@@ -20,8 +20,8 @@ from homeassistant.components.homeassistant.exposed_entities import async_expose
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import area_registry as ar, entity_registry as er
 
+from ..conftest import agent_entity_id
 from ..helpers import messages_of, text_of
-from .conftest import agent_entity_id
 
 
 def _tool_names(request: dict) -> set[str]:

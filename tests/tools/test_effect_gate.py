@@ -37,8 +37,8 @@ from homeassistant.core import Context, Event, HomeAssistant, ServiceRegistry, c
 from homeassistant.helpers import area_registry as ar, entity_registry as er, floor_registry as fr
 from homeassistant.setup import async_setup_component
 
+from ..conftest import agent_entity_id
 from ..helpers import assist_api, messages_of, text_of
-from .conftest import agent_entity_id
 
 MARKED = ["switch.kettle", "button.door_release", "script.party_mode", "light.porch_light"]
 

@@ -26,8 +26,8 @@ from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import llm
 from homeassistant.setup import async_setup_component
 
+from ..conftest import agent_entity_id
 from ..helpers import add_light, assist_api, assist_tool_name, messages_of, text_of
-from .conftest import agent_entity_id
 
 
 class Color(StrEnum):
