@@ -21,11 +21,11 @@ from custom_components.langgraph_conversation.const import (
     DOMAIN,
     SUBENTRY_CONVERSATION,
 )
+from fakes import FakeOllamaServer, FakeOpenAIServer
 from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import HomeAssistant
 from homeassistant.setup import async_setup_component
 
-from .fakes import FakeOllamaServer, FakeOpenAIServer
 from .postgres import (  # noqa: F401
     postgres_database,
     postgres_server,

@@ -16,6 +16,7 @@ from custom_components.langgraph_conversation.const import (
     DOMAIN,
     SUBENTRY_CONVERSATION,
 )
+from fakes import FakeOllamaServer
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.config_entries import ConfigSubentryData
@@ -23,8 +24,6 @@ from homeassistant.const import __version__ as HA_VERSION
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import chat_session, llm
 from homeassistant.setup import async_setup_component
-
-from .fakes import FakeOllamaServer
 
 # Home Assistant 2026.11 answers a second message on a conversation whose turn is still
 # running with ConversationBusyError ("busy"), before the agent is called; older versions

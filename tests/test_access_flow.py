@@ -24,6 +24,7 @@ from custom_components.langgraph_conversation.const import (
     DOMAIN,
     SUBENTRY_CONVERSATION,
 )
+from fakes import FakeOllamaServer, FakeOpenAIServer
 from homeassistant import config_entries
 from homeassistant.components import conversation
 from homeassistant.config_entries import ConfigSubentryData
@@ -33,7 +34,6 @@ from homeassistant.helpers.selector import SelectSelector, TextSelector
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, TEST_MODEL, agent_entity_id
-from .fakes import FakeOllamaServer, FakeOpenAIServer
 
 COMPONENT = Path(config_flow.__file__).parent
 EN = json.loads((COMPONENT / "translations" / "en.json").read_text(encoding="utf-8"))

@@ -21,12 +21,12 @@ from custom_components.langgraph_conversation.const import (
     CONF_MODEL_RETRIES,
     EVENT_ACTIVITY,
 )
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.conversation.trace import async_get_traces
 from homeassistant.core import Context, HomeAssistant
 
 from .conftest import TEST_KEY, TEST_MODEL, agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
 from .helpers import add_light, assist_tool_name
 
 MAIN_MODEL = f"openai/{TEST_MODEL}"

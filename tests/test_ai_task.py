@@ -36,6 +36,7 @@ from custom_components.langgraph_conversation.const import (
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
 )
+from fakes import FakeOpenAIServer
 from homeassistant import config_entries
 from homeassistant.components import ai_task, conversation
 from homeassistant.config_entries import ConfigSubentryData
@@ -46,7 +47,6 @@ from homeassistant.helpers import entity_registry as er, selector
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, TEST_MODEL
-from .fakes import FakeOpenAIServer
 
 STRINGS = Path(__file__).parents[1] / "custom_components" / DOMAIN / "strings.json"
 

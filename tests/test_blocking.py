@@ -18,6 +18,7 @@ from custom_components.langgraph_conversation.const import (
     CONF_MODEL,
     DOMAIN,
 )
+from fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from homeassistant import block_async_io, config_entries
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
@@ -25,7 +26,6 @@ from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, TEST_MODEL, agent_entity_id
-from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from .helpers import add_light, assist_tool_name
 
 pytestmark = pytest.mark.isolated

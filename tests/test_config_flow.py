@@ -18,6 +18,7 @@ from custom_components.langgraph_conversation.const import (
     DOMAIN,
     SUBENTRY_CONVERSATION,
 )
+from fakes import FakeOpenAIServer
 from homeassistant import config_entries
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
@@ -25,7 +26,6 @@ from homeassistant.helpers import llm
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, TEST_MODEL
-from .fakes import FakeOpenAIServer
 
 
 @pytest.fixture(autouse=True)

@@ -21,12 +21,12 @@ from custom_components.langgraph_conversation.agent.model import (
     is_retryable,
 )
 from custom_components.langgraph_conversation.const import EVENT_ACTIVITY
+from fakes import ErrorReply, FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import intent
 
 from .conftest import TEST_KEY, agent_entity_id
-from .fakes import ErrorReply, FakeOpenAIServer
 
 STRINGS = Path(__file__).parents[1] / "custom_components/langgraph_conversation/strings.json"
 # llama-server 0.7.0's words for a prompt over its window (its body also has the counts).

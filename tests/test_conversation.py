@@ -6,12 +6,12 @@ import json
 
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import intent
 
 from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
 from .helpers import add_light, assist_tool_name, messages_of, open_chat_session, text_of
 
 

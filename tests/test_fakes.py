@@ -25,7 +25,14 @@ import ollama
 import openai
 import pytest
 
-from tests.fakes import FakeOllamaServer, FakeOpenAIServer, Reply, ToolCall
+from custom_components.langgraph_conversation.agent.confirmation import Released
+from custom_components.langgraph_conversation.agent.events import ToolCall as AgentToolCall
+from custom_components.langgraph_conversation.agent.tool_calls import (
+    confirmed_results,
+    tool_message,
+)
+from fakes import FakeOllamaServer, FakeOpenAIServer, Reply, ToolCall
+from fakes.offline_model import LITELLM_MODEL, OfflineModelServer
 
 USER = [{"role": "user", "content": "Turn on the kitchen light and tell me the weather."}]
 
@@ -818,3 +825,44 @@ async def test_chatlitellm_sets_the_endpoint_module_wide(
 
         await litellm.acompletion(**ollama_call(ollama_fake))
         assert (first.request_count, ollama_fake.request_count) == (2, 0)
+
+
+# --- the offline stand-in model (fakes/offline_model.py) -----------------------------------
+
+
+async def test_the_offline_stand_in_says_a_confirmed_unlock_in_a_sentence(
+    socket_enabled: None,
+) -> None:
+    """After the user's yes the agent sends the held call's result (built here by the agent's
+    own code); the stand-in answers in words, not with the tool's name and raw JSON."""
+    unlock = AgentToolCall(
+        "call-1", "intent__HassTurnOff", {"name": "Front Door", "domain": ["lock"]}
+    )
+    [finished] = confirmed_results(
+        {unlock.id: unlock}, {unlock.id: Released(done=("unlock Front Door",))}, "confirmed"
+    )
+    record = tool_message(finished)
+    messages = [
+        {"role": "user", "content": "Unlock the front door"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": unlock.id,
+                    "type": "function",
+                    "function": {"name": unlock.name, "arguments": json.dumps(unlock.args)},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": record.tool_call_id, "content": record.content},
+    ]
+    async with OfflineModelServer() as server:
+        chunks = await collect(
+            model=LITELLM_MODEL,
+            api_base=server.api_base,
+            api_key="no-key",
+            messages=messages,
+            max_retries=0,
+        )
+    assert text_of(chunks) == "Done: I unlocked Front Door."

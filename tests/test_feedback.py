@@ -14,12 +14,12 @@ from custom_components.langgraph_conversation.const import DOMAIN, EVENT_ACTIVIT
 from custom_components.langgraph_conversation.diagnostics import (
     async_get_config_entry_diagnostics,
 )
+from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.core import Context, Event, HomeAssistant
 from homeassistant.exceptions import ServiceValidationError, Unauthorized
 
 from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer
 
 
 async def _call(

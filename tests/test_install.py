@@ -242,10 +242,10 @@ def _free_port() -> int:
 
 @pytest.fixture
 def stand_in_model(tmp_path: Path) -> Iterator[str]:
-    """The scripted stand-in model (tests/fakes/offline_model.py) on 127.0.0.1."""
+    """The scripted stand-in model (fakes/offline_model.py) on 127.0.0.1."""
     ready = tmp_path / "model.port"
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.offline_model", "--ready-file", str(ready)],
+        [sys.executable, "-m", "fakes.offline_model", "--ready-file", str(ready)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -28,6 +28,7 @@ from custom_components.langgraph_conversation.const import (
     SUBENTRY_CONVERSATION,
 )
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
+from fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.config_entries import SOURCE_USER, ConfigSubentryData
@@ -37,7 +38,6 @@ from homeassistant.exceptions import Unauthorized
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, agent_entity_id
-from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from .helpers import add_light, assist_tool_name, messages_of, prompt_text, text_of
 
 CHATBOT = {CONF_AGENT_KIND: "chatbot"}

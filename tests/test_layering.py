@@ -6,6 +6,11 @@
   `agent/` nor `tools/`.
 - LiteLLM and langchain-litellm are imported under `agent/` only: conversation turns and
   AI Tasks share one model path.
+- The integration never imports the development packages (`fakes`, `tests`, `scripts`):
+  only custom_components/ is shipped. The fakes, the model's side of the wire, import
+  neither the integration nor the tests.
+- The tests' folders mirror the code's (tests/agent/ for agent/, ...), besides the named
+  cross-cutting suites.
 
 Read from the source (every import statement, also inside functions), so a lazy import
 cannot slip past.
@@ -18,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).parents[1] / "custom_components" / "langgraph_conversation"
+ROOT = Path(__file__).parents[1]
+PACKAGE = ROOT / "custom_components" / "langgraph_conversation"
 
 # Room → top-level packages and sibling rooms it must never import.
 FORBIDDEN = {
@@ -192,3 +198,57 @@ def test_the_state_check_sees_reads_and_calls() -> None:
         "hass.states.get",
         "hass.services.async_call",
     ]
+
+
+# Development packages at the repository root: never shipped with the integration.
+_DEVELOPMENT = ("fakes", "tests", "scripts")
+
+
+def test_the_integration_never_imports_development_packages() -> None:
+    """HACS and an install copy custom_components/langgraph_conversation alone: an import of
+    the fakes or the tests would work in the repository and fail in every home."""
+    broken = [
+        f"{path.relative_to(PACKAGE)}:{line} imports {module}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for line, module in _absolute_imports(path.read_text(encoding="utf-8"))
+        if module.split(".")[0] in _DEVELOPMENT
+    ]
+    assert broken == []
+
+
+def test_the_fakes_import_neither_the_integration_nor_the_tests() -> None:
+    """The fake model servers stand where a model server stands: what they answer cannot
+    depend on the code under test, and scripts use them without the tests."""
+    files = sorted((ROOT / "fakes").rglob("*.py"))
+    assert files
+    broken = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in files
+        for line, module in _absolute_imports(path.read_text(encoding="utf-8"))
+        if module.split(".")[0] in ("custom_components", "tests", "homeassistant")
+    ]
+    assert broken == []
+
+
+# Test folders that test across the code's folders instead of mirroring one.
+_CROSS_CUTTING = {"reliability"}
+
+
+def test_test_folders_mirror_the_code() -> None:
+    """Every test folder is a package (module names cannot collide) named after a folder of
+    the integration (tests/agent/upstream/ for agent/upstream/), or a named cross-cutting
+    suite."""
+    tests = ROOT / "tests"
+    folders = sorted(
+        path.relative_to(tests)
+        for path in tests.rglob("*")
+        if path.is_dir() and "__pycache__" not in path.parts and any(path.glob("test_*.py"))
+    )
+    assert folders
+    strays = [
+        folder.as_posix()
+        for folder in folders
+        if folder.parts[0] not in _CROSS_CUTTING and not (PACKAGE / folder).is_dir()
+    ]
+    missing_init = [f.as_posix() for f in folders if not (tests / f / "__init__.py").is_file()]
+    assert (strays, missing_init) == ([], [])

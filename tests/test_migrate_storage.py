@@ -19,12 +19,12 @@ from custom_components.langgraph_conversation.const import (
     STORAGE_POSTGRES,
 )
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import ServiceValidationError
 
 from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
 from .helpers import messages_of, text_of
 
 

@@ -15,13 +15,13 @@ from custom_components.langgraph_conversation.const import (
     CONF_THINK,
     SUBENTRY_CONVERSATION,
 )
+from fakes import FakeOllamaServer, FakeOpenAIServer
 from homeassistant import config_entries
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 
 from .conftest import agent_entity_id
-from .fakes import FakeOllamaServer, FakeOpenAIServer
 from .helpers import setup_ollama_entry
 
 _OLLAMA_FIELDS = {CONF_CONTEXT_WINDOW, CONF_KEEP_ALIVE, CONF_THINK}

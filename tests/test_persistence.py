@@ -28,6 +28,7 @@ from custom_components.langgraph_conversation.persistence import (
     StorageSettings,
     combine_settings,
 )
+from fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
@@ -36,7 +37,6 @@ from homeassistant.helpers import device_registry as dr, issue_registry as ir
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, agent_entity_id
-from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from .helpers import assist_tool_name, text_of
 from .postgres import BOTH_BACKENDS
 

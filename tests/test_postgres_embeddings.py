@@ -21,13 +21,13 @@ from custom_components.langgraph_conversation.const import (
     STORAGE_POSTGRES,
 )
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
+from fakes import ErrorReply, FakeOpenAIServer, ToolCall
+from fakes.openai_server import word_vector
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import issue_registry as ir
 
 from .conftest import agent_entity_id
-from .fakes import ErrorReply, FakeOpenAIServer, ToolCall
-from .fakes.openai_server import word_vector
 from .helpers import messages_of, prompt_text, text_of
 from .postgres import APP_ROLE, PostgresServer
 

@@ -34,6 +34,7 @@ from custom_components.langgraph_conversation.const import (
     SUBENTRY_CONVERSATION,
 )
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant import loader
 from homeassistant.components import conversation
 from homeassistant.config_entries import ConfigSubentryData
@@ -42,7 +43,6 @@ from homeassistant.helpers import issue_registry as ir
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, TEST_MODEL, agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
 from .helpers import messages_of, text_of
 from .postgres import APP_PASSWORD, PostgresServer
 

@@ -36,6 +36,7 @@ from custom_components.langgraph_conversation.profile import (
     AgentProfile,
     agent_profile,
 )
+from fakes import FakeOllamaServer, FakeOpenAIServer
 from homeassistant import config_entries
 from homeassistant.components import conversation
 from homeassistant.config_entries import ConfigSubentry
@@ -45,7 +46,6 @@ from homeassistant.helpers import llm
 from homeassistant.setup import async_setup_component
 
 from .conftest import agent_entity_id
-from .fakes import FakeOllamaServer, FakeOpenAIServer
 from .helpers import messages_of, text_of
 
 MAIN = ModelAccess("openai/gpt-test", "sk-test", "http://127.0.0.1:1/v1")

@@ -54,6 +54,7 @@ from custom_components.langgraph_conversation.diagnostics import (
 
 # PostgreSQL storage's module, for its libraries' loggers (psycopg, psycopg.pool).
 import custom_components.langgraph_conversation.storage.postgres  # noqa: F401
+from fakes import FakeOpenAIServer
 from homeassistant import config_entries
 from homeassistant.components import conversation
 from homeassistant.components.conversation.trace import async_get_traces
@@ -63,7 +64,6 @@ from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_MODEL, add_test_entry, agent_entity_id
-from .fakes import FakeOpenAIServer
 
 # The libraries on a model call's path, and ours.
 WATCHED_LOGGERS = (

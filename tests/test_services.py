@@ -6,12 +6,12 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, MockUser
 
 from custom_components.langgraph_conversation.const import DOMAIN
+from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import ServiceValidationError, Unauthorized
 
 from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer
 
 
 async def _call(

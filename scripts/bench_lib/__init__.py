@@ -1,7 +1,7 @@
 """Benchmarks of the LangGraph Conversation agent against Home Assistant's own Ollama agent.
 
 Run through `scripts/bench` (it enters the 2026.10 leg and its virtualenv). Both agents talk
-to one fake Ollama server on 127.0.0.1 (tests/fakes) inside a real Home Assistant core, turns
+to one fake Ollama server on 127.0.0.1 (fakes/) inside a real Home Assistant core, turns
 alternate between them, and every figure is reported side by side. See `cli.py` for the
 options and `figures.py` for what each figure measures.
 """

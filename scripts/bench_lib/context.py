@@ -9,9 +9,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from fakes import Reply
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import llm
-from tests.fakes import Reply
 
 from .home import (
     AgentHandle,

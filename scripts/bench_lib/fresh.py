@@ -10,7 +10,7 @@ from pathlib import Path
 import sys
 from typing import Any
 
-from tests.fakes import ToolCall
+from fakes import ToolCall
 
 from .context import ANSWER, TOOL_ANSWER, Bench
 from .report import Row, Stat, judged, ratio_of

@@ -19,7 +19,7 @@ import logging
 import time
 from typing import Any
 
-from tests.fakes import Reply, ToolCall
+from fakes import Reply, ToolCall
 
 from .context import ANSWER, Bench
 from .probe import LoopLagProbe

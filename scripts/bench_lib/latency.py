@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from tests.fakes import ToolCall
+from fakes import ToolCall
 
 from .context import ANSWER, TOOL_ANSWER, TOOL_TURN_TEXT, Bench
 from .home import KITCHEN_LIGHT, AgentHandle

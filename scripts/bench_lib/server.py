@@ -1,9 +1,10 @@
 """The fake Ollama server of the tests, with absolute timestamps per chat request.
 
-tests/fakes records each response's timing relative to its own arrival. A benchmark needs
-to line the server's moments up with the client's (the first body byte against the first
-ChatLog delta), so this subclass stamps every chat request with `time.perf_counter()`
-values, which are comparable across the server's thread and Home Assistant's loop.
+The fake servers (fakes/) record each response's timing relative to its own arrival. A
+benchmark needs to line the server's moments up with the client's (the first body byte
+against the first ChatLog delta), so this subclass stamps every chat request with
+`time.perf_counter()` values, which are comparable across the server's thread and Home
+Assistant's loop.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes import FakeOllamaServer
-from tests.fakes.script import AnyReply, Reply
-from tests.fakes.server import Frames
+from fakes import FakeOllamaServer
+from fakes.script import AnyReply, Reply
+from fakes.server import Frames
 
 MODEL = "bench-model"
 

@@ -28,10 +28,10 @@ import json
 import logging
 from typing import Any
 
+from fakes.script import Reply, ToolCall
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import area_registry as ar, entity_registry as er, floor_registry as fr
-from tests.fakes.script import Reply, ToolCall
 
 from .context import Bench
 from .home import (

@@ -8,7 +8,7 @@ shipped brand/ images, each icon was a broken image showing its alt text, cut to
 "LangG Conve", and the browser's console logged a 404 for it.
 
 Home Assistant's flow refuses a model and base URL that an entry already uses, so the form
-gets the stand-in's other model name (tests/fakes/offline_model.py lists two). The entry is
+gets the stand-in's other model name (fakes/offline_model.py lists two). The entry is
 deleted again afterwards: the other steps expect the stand-in's entry alone.
 """
 
@@ -25,7 +25,7 @@ from .reconfigure import standin_entry, stored_data
 
 DOMAIN = "langgraph_conversation"
 INTEGRATION_NAME = "LangGraph Conversation"
-# The stand-in's model list (tests/fakes/offline_model.py: MODEL, OTHER_MODEL).
+# The stand-in's model list (fakes/offline_model.py: MODEL, OTHER_MODEL).
 STANDIN_MODELS = ("openai/offline-demo", "openai/offline-demo-alt")
 TIMEOUT_MS = 30_000
 

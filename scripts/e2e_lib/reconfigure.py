@@ -15,7 +15,7 @@ from .browser import call_ws
 from .ha_api import HomeAssistant, request
 
 DOMAIN = "langgraph_conversation"
-# The stand-in lists this second name next to its own (tests/fakes/offline_model.py).
+# The stand-in lists this second name next to its own (fakes/offline_model.py).
 NEW_MODEL = "openai/offline-demo-alt"
 
 

@@ -9,7 +9,7 @@ develop_config.py prepare CONFIG_DIR PORT  (before Home Assistant starts)
     "conversation" agent subentry) into .storage/core.config_entries, and points the
     preferred Assist pipeline at its entity.
     With --offline-model API_BASE (scripts/develop --offline-model, the scripted stand-in
-    model of tests/fakes/offline_model.py listening there): keeps one entry for the
+    model of fakes/offline_model.py listening there): keeps one entry for the
     stand-in (model openai/offline-demo) pointed at API_BASE, points the preferred Assist
     pipeline at its agent, and exposes the demo locks and weather entities to Assist
     (Home Assistant does not expose those domains by default; the demo phrases need them).
@@ -56,7 +56,7 @@ AGENT_DEFAULTS: dict[str, Any] = {
     "max_tool_rounds": 8,
     "request_timeout": 60,
 }
-# The scripted stand-in model of scripts/develop --offline-model (tests/fakes/offline_model.py).
+# The scripted stand-in model of scripts/develop --offline-model (fakes/offline_model.py).
 OFFLINE_MODEL = "openai/offline-demo"
 OFFLINE_API_KEY = "offline-demo"  # the stand-in takes any key
 OFFLINE_AGENT_TITLE = "LangGraph offline demo"

@@ -22,7 +22,7 @@ else
 fi
 status=0
 echo "== leg $LGC_LEG: ruff"
-if ! ruff check --no-cache custom_components tests scripts/bench_lib scripts/e2e_lib scripts/lib 2>/dev/null >/tmp/lgc-ruff.txt; then
+if ! ruff check --no-cache custom_components fakes tests scripts/bench_lib scripts/e2e_lib scripts/lib 2>/dev/null >/tmp/lgc-ruff.txt; then
     cat /tmp/lgc-ruff.txt
     ruff_failed=1
     status=1
@@ -30,7 +30,7 @@ else
     ruff_failed=0
     echo "ruff: clean"
 fi
-if ! ruff format --no-cache --check custom_components tests scripts/bench_lib scripts/e2e_lib scripts/lib >/tmp/lgc-ruff-format.txt 2>&1; then
+if ! ruff format --no-cache --check custom_components fakes tests scripts/bench_lib scripts/e2e_lib scripts/lib >/tmp/lgc-ruff-format.txt 2>&1; then
     cat /tmp/lgc-ruff-format.txt
     ruff_failed=$((ruff_failed + 1))
     status=1

@@ -1,7 +1,7 @@
 """What the reliability suite shares: asking, the sentences users hear, thread checks, a witness.
 
 Every test here drives a real Home Assistant with the integration loaded, against the
-fake OpenAI-compatible server reached through a made-up host name (tests/fakes/network.py),
+fake OpenAI-compatible server reached through a made-up host name (fakes/network.py),
 so a test can also break name resolution or the TCP connection at any moment.
 """
 
@@ -25,6 +25,7 @@ from custom_components.langgraph_conversation.const import (
 from custom_components.langgraph_conversation.diagnostics import (
     async_get_config_entry_diagnostics,
 )
+from fakes import FakeOpenAIServer, FakeResolver
 from homeassistant.components import conversation
 from homeassistant.components.conversation.trace import async_get_traces
 from homeassistant.const import MATCH_ALL
@@ -32,7 +33,6 @@ from homeassistant.core import Context, CoreState, Event, HomeAssistant, Service
 from homeassistant.helpers import intent
 
 from ..conftest import TEST_KEY, add_test_entry, agent_entity_id
-from ..fakes import FakeOpenAIServer, FakeResolver
 from ..helpers import open_chat_session
 
 # The sentences users hear, straight from the translations Home Assistant loads.

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import intent
 
-from ..fakes import FakeOpenAIServer, ToolCall
 from ..helpers import assist_tool_name, messages_of, text_of
 from .conftest import (
     ask,

@@ -37,9 +37,9 @@ from custom_components.langgraph_conversation.const import (
     CONF_REQUEST_TIMEOUT,
 )
 from custom_components.langgraph_conversation.tools.entities import MAX_QUERY_CHARS
+from fakes import FakeOpenAIServer, Reply, ToolCall
 from homeassistant.core import HomeAssistant
 
-from ..fakes import FakeOpenAIServer, Reply, ToolCall
 from ..helpers import add_light, assist_tool_name, messages_of, text_of
 from .conftest import (
     ask,

@@ -9,11 +9,11 @@ from typing import Any
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.const import DOMAIN
+from fakes import FakeOpenAIServer, Reply
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import intent, issue_registry as ir
 
-from ..fakes import FakeOpenAIServer, Reply
 from ..helpers import BUSY_CONVERSATION_ANSWERED, text_of
 from .conftest import (
     SENTENCES,

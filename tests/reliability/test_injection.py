@@ -18,6 +18,7 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
 from custom_components.langgraph_conversation.const import DOMAIN
+from fakes import FakeOpenAIServer, Reply, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.conversation.trace import async_clear_traces
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
@@ -25,7 +26,6 @@ from homeassistant.core import Context, HomeAssistant, ServiceCall
 from homeassistant.helpers import entity_registry as er
 
 from ..conftest import TEST_KEY
-from ..fakes import FakeOpenAIServer, Reply, ToolCall
 from ..helpers import add_light, assist_tool_name, messages_of, prompt_text, text_of
 from .conftest import Witness, ask, speech
 

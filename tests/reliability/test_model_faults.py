@@ -27,12 +27,12 @@ from custom_components.langgraph_conversation.const import (
     CONF_REQUEST_TIMEOUT,
     DOMAIN,
 )
+from fakes import FakeOpenAIServer, FakeResolver, NetworkMode, Reply, ToolCall
 from homeassistant.config_entries import SOURCE_REAUTH
 from homeassistant.core import HomeAssistant, ServiceCall
 from homeassistant.helpers import intent
 
 from ..conftest import TEST_KEY
-from ..fakes import FakeOpenAIServer, FakeResolver, NetworkMode, Reply, ToolCall
 from ..helpers import add_light, assist_tool_name, messages_of, text_of
 from .conftest import (
     Witness,

@@ -17,13 +17,13 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.const import CONF_LLM_HASS_API, DOMAIN
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import ServiceValidationError
 from homeassistant.helpers import intent
 
-from ..fakes import FakeOpenAIServer, ToolCall
 from ..helpers import messages_of, prompt_text, text_of
 from .conftest import ask, assert_responsive, assert_thread_consistent, speech, thread_messages
 

@@ -16,12 +16,12 @@ from pytest_homeassistant_custom_component.common import (
 )
 
 from custom_components.langgraph_conversation.const import DOMAIN, SUBENTRY_CONVERSATION
+from fakes import FakeOpenAIServer
 from homeassistant import loader
 from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import HomeAssistant
 from homeassistant.setup import async_setup_component
 
-from ..fakes import FakeOpenAIServer
 from ..helpers import text_of
 from .conftest import ask, assert_thread_consistent, pairs, speech, thread_messages
 

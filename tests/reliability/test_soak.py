@@ -19,10 +19,10 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.agent.history import SUMMARY_INSTRUCTIONS
+from fakes import AnyReply, ErrorReply, FakeOpenAIServer, Reply, StreamFault, ToolCall
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import intent
 
-from ..fakes import AnyReply, ErrorReply, FakeOpenAIServer, Reply, StreamFault, ToolCall
 from ..helpers import assist_tool_name, text_of
 from .conftest import (
     SENTENCES,

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.core import HomeAssistant, ServiceCall
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import intent, llm
 
 from ..conftest import TEST_KEY
-from ..fakes import FakeOpenAIServer, ToolCall
 from ..helpers import add_light, assist_tool_name, messages_of, text_of
 from .conftest import (
     ask,

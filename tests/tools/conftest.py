@@ -30,6 +30,7 @@ from custom_components.langgraph_conversation.tools.registry import (
     ToolSpec,
     as_langchain_tools,
 )
+from fakes import FakeOpenAIServer
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.components.light import ATTR_BRIGHTNESS, ColorMode, LightEntity
 from homeassistant.const import Platform
@@ -41,8 +42,6 @@ from homeassistant.helpers import (
     floor_registry as fr,
 )
 from homeassistant.setup import async_setup_component
-
-from ..fakes import FakeOpenAIServer
 
 ASSISTANT = "conversation"
 

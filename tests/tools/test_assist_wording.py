@@ -14,12 +14,12 @@ from custom_components.langgraph_conversation.tools.assist_wording import (
     shorter_prompt,
 )
 from custom_components.langgraph_conversation.tools.schema import tool_parameters
+from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.setup import async_setup_component
 
 from ..conftest import agent_entity_id
-from ..fakes import FakeOpenAIServer
 from ..helpers import add_light, assist_api, messages_of, text_of
 
 

@@ -13,6 +13,7 @@ from custom_components.langgraph_conversation.agent.tool_calls import ToolFailur
 from custom_components.langgraph_conversation.tools import entities, lights
 from custom_components.langgraph_conversation.tools.entities import SPECS, home_summary
 from custom_components.langgraph_conversation.tools.schema import sanitize_schema
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
@@ -24,7 +25,6 @@ from homeassistant.helpers import (
 )
 from homeassistant.setup import async_setup_component
 
-from ..fakes import FakeOpenAIServer, ToolCall
 from .conftest import (
     ASSISTANT,
     BED,

@@ -12,6 +12,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.const import CONF_COMPACT_CONTEXT, CONF_LLM_HASS_API
 from custom_components.langgraph_conversation.tools.media_intents import MEDIA_ACTIONS, MEDIA_TOOL
+from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
@@ -19,7 +20,6 @@ from homeassistant.helpers import llm
 from homeassistant.setup import async_setup_component
 
 from ..conftest import agent_entity_id
-from ..fakes import FakeOpenAIServer
 
 FIND = "home_find_entities"
 GET_STATE = "home_get_state"

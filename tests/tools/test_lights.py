@@ -10,10 +10,10 @@ import pytest
 from custom_components.langgraph_conversation.agent.tool_calls import ToolFailure
 from custom_components.langgraph_conversation.tools.lights import SPECS
 from custom_components.langgraph_conversation.tools.registry import as_langchain_tools
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.const import EVENT_CALL_SERVICE
 from homeassistant.core import Event, HomeAssistant, callback
 
-from ..fakes import FakeOpenAIServer, ToolCall
 from .conftest import (
     BED,
     BEDROOM_LAMP,

@@ -8,13 +8,13 @@ import yaml
 
 from custom_components.langgraph_conversation.tools.context import entity_listing
 from custom_components.langgraph_conversation.tools.listing import NO_AREA, dense_system_prompt
+from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import area_registry as ar, entity_registry as er
 
 from ..conftest import agent_entity_id
-from ..fakes import FakeOpenAIServer
 from ..helpers import assist_api, messages_of, text_of
 
 

@@ -30,6 +30,7 @@ from custom_components.langgraph_conversation.agent.turn import AgentSettings
 from custom_components.langgraph_conversation.tools.media import SPECS
 from custom_components.langgraph_conversation.tools.registry import ToolContext, as_langchain_tools
 from custom_components.langgraph_conversation.tools.schema import sanitize_schema
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.components.media_player import (
@@ -47,8 +48,6 @@ from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import area_registry as ar, entity_registry as er
 from homeassistant.helpers.entity_platform import AddEntitiesCallback
 from homeassistant.setup import async_setup_component
-
-from ..fakes import FakeOpenAIServer, ToolCall
 
 KITCHEN = "media_player.kitchen"
 WALKMAN = "media_player.walkman"

@@ -8,6 +8,7 @@ import json
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
 from custom_components.langgraph_conversation.tools.media_intents import MEDIA_ACTIONS, MEDIA_TOOL
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.components.media_player import MediaPlayerEntityFeature
@@ -15,7 +16,6 @@ from homeassistant.core import Context, HomeAssistant
 from homeassistant.setup import async_setup_component
 
 from ..conftest import agent_entity_id
-from ..fakes import FakeOpenAIServer, ToolCall
 from ..helpers import messages_of, text_of
 
 _FEATURES = (

@@ -20,13 +20,12 @@ from custom_components.langgraph_conversation.agent.turn import AgentSettings
 from custom_components.langgraph_conversation.tools.registry import ToolContext, as_langchain_tools
 from custom_components.langgraph_conversation.tools.schema import sanitize_schema
 from custom_components.langgraph_conversation.tools.weather import SPECS
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.const import Platform
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.setup import async_setup_component
-
-from ..fakes import FakeOpenAIServer, ToolCall
 
 # Demo's two weather entities: South (°C, hPa, m/s natively; daily forecast only) and North
 # (°F, inHg, mph natively; daily, hourly and twice-daily forecasts). The test instance uses

@@ -4,8 +4,8 @@ Each module here carries the workarounds for one library (or one concern) at exa
 versions: a comment naming the upstream behaviour and the version it was checked on, a
 check at import that the installed version is that one (otherwise it stays out and the
 library's plain public path is used, or, where none exists, a safe one that is named), and
-contract tests in tests/upstream/ (one file per module) that fail when an upgrade changes
-the behaviour, so the workaround is reviewed instead of silently applied to code it was
+contract tests in tests/agent/upstream/ (one file per module) that fail when an upgrade
+changes the behaviour, so the workaround is reviewed instead of silently applied to code it was
 not written for.
 Nothing outside this package touches a private member of LiteLLM, langchain-litellm,
 langchain-core, the OpenAI SDK or anyio.

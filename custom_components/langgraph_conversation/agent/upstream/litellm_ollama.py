@@ -13,7 +13,8 @@ The workaround wraps that one method: the original builds the request as always,
 the assistant messages get their calls back (name, arguments as an object, id) and the
 tool messages their `tool_call_id` and `tool_name` (Ollama's field; the name comes from
 the message or from the call it answers). The original's output is one message per input
-message, in order, which the wrapper relies on and tests/upstream/test_litellm_ollama.py checks.
+message, in order, which the wrapper relies on and
+tests/agent/upstream/test_litellm_ollama.py checks.
 
 It is applied only on the exact version above; any other version logs one line and
 leaves LiteLLM untouched (a release with the upstream fix needs nothing).

@@ -22,7 +22,7 @@ from custom_components.langgraph_conversation.agent.quoting import (
     quoted_json,
 )
 
-from .injection_corpus import ATTACKS, HOUSEHOLD, attack_cases, household_cases
+from ..injection_corpus import ATTACKS, HOUSEHOLD, attack_cases, household_cases
 
 ATTACK_CASES = list(attack_cases())
 HOUSEHOLD_CASES = list(household_cases())

@@ -14,12 +14,12 @@ from custom_components.langgraph_conversation.agent.extraction import (
 )
 from custom_components.langgraph_conversation.agent.memory import MAX_MEMORY_CHARS
 from custom_components.langgraph_conversation.const import CONF_LEARN_MEMORIES
+from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer
-from .helpers import messages_of, prompt_text, text_of
+from ..conftest import agent_entity_id
+from ..helpers import messages_of, prompt_text, text_of
 
 LEARN = {CONF_LEARN_MEMORIES: True}
 

@@ -19,13 +19,13 @@ from custom_components.langgraph_conversation.agent.prompts import (
     speaker_layer,
 )
 from custom_components.langgraph_conversation.const import CONF_BASE_PROMPT, CONF_PROMPT
+from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import area_registry as ar, device_registry as dr
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer
-from .helpers import messages_of, text_of
+from ..conftest import agent_entity_id
+from ..helpers import messages_of, text_of
 
 # What each optional system layer renders as, in the order the system message holds them.
 SYSTEM_LAYERS = {

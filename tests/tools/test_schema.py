@@ -20,15 +20,15 @@ from custom_components.langgraph_conversation.tools.schema import (
     tool_parameters,
     without_unmatchable,
 )
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import floor_registry as fr, llm
 from homeassistant.setup import async_setup_component
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
-from .helpers import add_light, assist_api, assist_tool_name, messages_of, text_of
+from ..conftest import agent_entity_id
+from ..helpers import add_light, assist_api, assist_tool_name, messages_of, text_of
 
 
 class Color(StrEnum):

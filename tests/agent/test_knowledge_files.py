@@ -14,16 +14,16 @@ from custom_components.langgraph_conversation.agent import pdf_text
 from custom_components.langgraph_conversation.agent.knowledge import KnowledgeIndex
 from custom_components.langgraph_conversation.const import CONF_AGENT_KIND, DOMAIN
 from custom_components.langgraph_conversation.profile import knowledge_source
+from fakes import FakeOpenAIServer
 from homeassistant import block_async_io
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.setup import async_setup_component
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer
-from .helpers import prompt_text
-from .hostile_files import LINK_SHAPES, SPECIAL_FILES, pdf_workers
-from .pdf_files import SHARING, numbered_pages, shared_content
+from ..conftest import agent_entity_id
+from ..helpers import prompt_text
+from ..hostile_files import LINK_SHAPES, SPECIAL_FILES, pdf_workers
+from ..pdf_files import SHARING, numbered_pages, shared_content
 
 RAG = {CONF_AGENT_KIND: "rag"}
 SECRET = "api_password: hunter2-do-not-leak"

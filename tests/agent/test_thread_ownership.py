@@ -29,15 +29,15 @@ from custom_components.langgraph_conversation.const import (
     DOMAIN,
     SUBENTRY_CONVERSATION,
 )
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant import loader
 from homeassistant.components import conversation
 from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.setup import async_setup_component
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
-from .helpers import assist_tool_name
+from ..conftest import agent_entity_id
+from ..helpers import assist_tool_name
 
 
 @dataclass(frozen=True, slots=True)

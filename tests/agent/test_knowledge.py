@@ -27,8 +27,8 @@ from custom_components.langgraph_conversation.agent.knowledge_files import Refus
 from custom_components.langgraph_conversation.agent.memory import MemoryScope, recall
 from custom_components.langgraph_conversation.storage.store import SqliteStore
 
-from .hostile_files import LINK_SHAPES, SPECIAL_FILES, pdf_workers
-from .pdf_files import inflating, numbered_pages
+from ..hostile_files import LINK_SHAPES, SPECIAL_FILES, pdf_workers
+from ..pdf_files import inflating, numbered_pages
 
 
 def minimal_pdf(text: str) -> bytes:

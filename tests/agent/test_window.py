@@ -1,6 +1,6 @@
 """Every request fits the model's context window (agent/window.py), against the fake Ollama.
 
-The fake counts the prompt with a tokenizer of its own (tests/fakes/ollama_server.py) and
+The fake counts the prompt with a tokenizer of its own (fakes/ollama_server.py) and
 applies the window each request names; "fits" below is its judgement, not the agent's.
 """
 
@@ -33,14 +33,14 @@ from custom_components.langgraph_conversation.const import (
     EVENT_ACTIVITY,
 )
 from custom_components.langgraph_conversation.window_issue import issue_id
+from fakes import FakeOllamaServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import issue_registry as ir
 
-from .conftest import agent_entity_id
-from .fakes import FakeOllamaServer, ToolCall
-from .helpers import assist_tool_name, setup_ollama_entry
+from ..conftest import agent_entity_id
+from ..helpers import assist_tool_name, setup_ollama_entry
 
 # -- the plan, without a server ------------------------------------------------------
 

@@ -29,6 +29,7 @@ from custom_components.langgraph_conversation.const import (
     CONF_LLM_HASS_API,
 )
 from custom_components.langgraph_conversation.tools import effects
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.const import EVENT_CALL_SERVICE
@@ -36,9 +37,8 @@ from homeassistant.core import Context, Event, HomeAssistant, ServiceRegistry, c
 from homeassistant.helpers import area_registry as ar, entity_registry as er, floor_registry as fr
 from homeassistant.setup import async_setup_component
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
-from .helpers import assist_api, messages_of, text_of
+from ..conftest import agent_entity_id
+from ..helpers import assist_api, messages_of, text_of
 
 MARKED = ["switch.kettle", "button.door_release", "script.party_mode", "light.porch_light"]
 

@@ -14,8 +14,7 @@ from custom_components.langgraph_conversation.agent.graph import build_graphs
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
 from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn, TurnError
 from custom_components.langgraph_conversation.agent.turn import AgentSettings
-
-from .fakes import FakeOpenAIServer, Reply, ToolCall
+from fakes import FakeOpenAIServer, Reply, ToolCall
 
 AGENT = AgentSettings(settings=ModelSettings(), max_tool_rounds=2)
 

@@ -14,14 +14,14 @@ from custom_components.langgraph_conversation.const import (
     CONF_TOOL_CATEGORIES,
 )
 from custom_components.langgraph_conversation.tools.context import COMPACT_INTRO, entity_listing
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import area_registry as ar, entity_registry as er
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
-from .helpers import messages_of, text_of
+from ..conftest import agent_entity_id
+from ..helpers import messages_of, text_of
 
 
 def _tool_names(request: dict) -> set[str]:

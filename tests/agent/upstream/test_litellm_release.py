@@ -17,9 +17,9 @@ from custom_components.langgraph_conversation.agent.upstream import litellm_rele
 from custom_components.langgraph_conversation.agent.upstream.litellm_release import (
     LOGGING_POOL,
 )
+from fakes import FakeOpenAIServer
 
-from ..conftest import TEST_KEY
-from ..fakes import FakeOpenAIServer
+from ...conftest import TEST_KEY
 
 
 def test_the_installed_litellm_is_the_checked_one() -> None:

@@ -2,7 +2,7 @@
 wrapper, the parser's output shape, and the wrapper's error mapping.
 
 That the lean stream gives LangGraph what LiteLLM's wrapper gives is checked end to end in
-tests/test_lean_stream.py.
+tests/agent/test_lean_stream.py.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from litellm.types.utils import ModelResponseStream
 import pytest
 
 from custom_components.langgraph_conversation.agent.upstream import litellm_stream, versions
-
-from ..fakes import FakeOllamaServer
+from fakes import FakeOllamaServer
 
 
 def _line(content: str = "", *, done: bool = False, **message: Any) -> dict[str, Any]:

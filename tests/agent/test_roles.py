@@ -32,6 +32,7 @@ from custom_components.langgraph_conversation.const import (
     EVENT_ACTIVITY,
     SUBENTRY_CONVERSATION,
 )
+from fakes import FakeOpenAIServer, Reply
 from homeassistant import config_entries
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
@@ -39,9 +40,8 @@ from homeassistant.data_entry_flow import FlowResultType, section
 from homeassistant.helpers import intent
 from homeassistant.setup import async_setup_component
 
-from .conftest import TEST_KEY, TEST_MODEL, agent_entity_id
-from .fakes import FakeOpenAIServer, Reply
-from .helpers import messages_of, text_of
+from ..conftest import TEST_KEY, TEST_MODEL, agent_entity_id
+from ..helpers import messages_of, text_of
 
 OTHER_KEY = "sk-other-fedcba9876543210"
 

@@ -6,13 +6,13 @@ import json
 
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
-from .helpers import add_light, assist_tool_name, messages_of, text_of
+from ..conftest import agent_entity_id
+from ..helpers import add_light, assist_tool_name, messages_of, text_of
 
 QUESTION = "To be safe I need your yes first: do you want me to unlock Front Door?"
 

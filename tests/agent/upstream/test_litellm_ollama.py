@@ -15,8 +15,7 @@ from litellm.llms.ollama.chat.transformation import OllamaChatConfig
 import pytest
 
 from custom_components.langgraph_conversation.agent.upstream import litellm_ollama
-
-from ..fakes import FakeOllamaServer
+from fakes import FakeOllamaServer
 
 # One tool round in OpenAI's format, as langchain-litellm hands it to LiteLLM: two
 # parallel calls, then their results (langchain-litellm sends no tool name).

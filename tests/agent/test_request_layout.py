@@ -16,14 +16,14 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry, async_
 
 from custom_components.langgraph_conversation.agent.prompts import NOTE_HEADER
 from custom_components.langgraph_conversation.const import CONF_LLM_HASS_API, EVENT_ACTIVITY
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.conversation.trace import async_get_traces
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import llm
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
-from .helpers import messages_of, text_of
+from ..conftest import agent_entity_id
+from ..helpers import messages_of, text_of
 
 
 def _wire(value: Any) -> str:

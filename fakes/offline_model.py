@@ -20,7 +20,7 @@ switched. "Remember that ..." goes to the agent's memory tool (action "remember"
 from what the user said earlier in the conversation (the request carries both), else with
 its "recall" action. The stand-in itself keeps nothing between requests.
 
-Run it with `python -m tests.fakes.offline_model` from the repository: it listens on a
+Run it with `python -m fakes.offline_model` from the repository: it listens on a
 free port of 127.0.0.1 until SIGINT/SIGTERM, or until its parent process ends.
 """
 
@@ -689,7 +689,28 @@ def describe(name: str, arguments: dict[str, Any], data: Any) -> str:
         return "; ".join(parts) + "." if parts else "No media player found."
     if "response_type" in data:
         return _intent_answer(name, arguments, data)
+    if isinstance(data.get("done"), list) and str(data.get("status", "")).startswith("done"):
+        return _confirmed_answer(data["done"])
     return f"{name} answered: {json.dumps(data, ensure_ascii=False)[:300]}"
+
+
+# Past tenses the regular rule ("unlock" → "unlocked") gets wrong.
+_IRREGULAR_PAST: Final = {"run": "ran", "set": "set", "stop": "stopped"}
+
+
+def _past(action: str) -> str:
+    """An action as the agent's confirmation question names it, done: "unlock Front Door"
+    → "unlocked Front Door", "turn on Porch" → "turned on Porch"."""
+    verb, _, rest = action.partition(" ")
+    past = _IRREGULAR_PAST.get(verb) or (f"{verb}d" if verb.endswith("e") else f"{verb}ed")
+    return f"{past} {rest}".strip()
+
+
+def _confirmed_answer(done: list[Any]) -> str:
+    """Held actions the user said yes to, then ran (the agent's result names each action),
+    said like an Assist intent's answer (_intent_answer)."""
+    actions = [_past(str(action)) for action in done if str(action).strip()]
+    return f"Done: I {', '.join(actions)}." if actions else "Done."
 
 
 def _intent_answer(name: str, arguments: dict[str, Any], data: dict[str, Any]) -> str:

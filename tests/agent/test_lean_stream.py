@@ -29,8 +29,7 @@ from custom_components.langgraph_conversation.agent.model import (
     classify_error,
     warm_up,
 )
-
-from .fakes import FakeOllamaServer, ToolCall
+from fakes import FakeOllamaServer, ToolCall
 
 PROMPT = [SystemMessage("You control a home."), HumanMessage("Turn on the kitchen light.")]
 

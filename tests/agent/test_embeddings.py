@@ -33,14 +33,14 @@ from custom_components.langgraph_conversation.const import (
     CONF_THREAD_IDLE_DAYS,
 )
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
+from fakes import ErrorReply, FakeOpenAIServer, ToolCall
+from fakes.openai_server import EMBEDDING_DIMS, word_vector
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.setup import async_setup_component
 
-from .conftest import TEST_KEY, agent_entity_id
-from .fakes import ErrorReply, FakeOpenAIServer, ToolCall
-from .fakes.openai_server import EMBEDDING_DIMS, word_vector
-from .helpers import messages_of, prompt_text, text_of
+from ..conftest import TEST_KEY, agent_entity_id
+from ..helpers import messages_of, prompt_text, text_of
 
 EMBEDDING_MODEL = "openai/embed-test"
 # The fake embedding model's "meaning": these words are about getting to work.
@@ -330,7 +330,7 @@ from custom_components.langgraph_conversation.agent.embeddings import (
     async_embed, warm_up_embeddings,
 )
 from custom_components.langgraph_conversation.agent.model import ModelAccess, warm_up
-from tests.fakes import FakeOpenAIServer
+from fakes import FakeOpenAIServer
 
 async def main():
     async with FakeOpenAIServer() as server:
@@ -351,7 +351,7 @@ def test_warm_up_leaves_the_first_embedding_nothing_to_import(
     warm: str, imports_on_the_loop: bool
 ) -> None:
     """Home Assistant warms embeddings up in the executor; the event loop imports nothing."""
-    repository = Path(__file__).parent.parent
+    repository = Path(__file__).parents[2]
     finished = subprocess.run(
         [sys.executable, "-c", _FIRST_CALL, warm],
         cwd=repository,

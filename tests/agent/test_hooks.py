@@ -20,8 +20,7 @@ from custom_components.langgraph_conversation.agent.hooks import (
 from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
 from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn, TurnError
 from custom_components.langgraph_conversation.agent.turn import AgentSettings
-
-from .fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
+from fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 
 MODEL = "openai/gpt-test"
 

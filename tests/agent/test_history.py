@@ -7,12 +7,12 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.agent.history import SUMMARY_INSTRUCTIONS
 from custom_components.langgraph_conversation.const import CONF_HISTORY_BUDGET
+from fakes import ErrorReply, FakeOpenAIServer, Reply
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 
-from .conftest import agent_entity_id
-from .fakes import ErrorReply, FakeOpenAIServer, Reply
-from .helpers import messages_of, open_chat_session, text_of
+from ..conftest import agent_entity_id
+from ..helpers import messages_of, open_chat_session, text_of
 
 
 @pytest.mark.parametrize("agent_overrides", [{CONF_HISTORY_BUDGET: 120}])

@@ -31,21 +31,21 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.const import DOMAIN
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.setup import async_setup_component
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
-from .helpers import messages_of, prompt_text, text_of
+from ..conftest import agent_entity_id
+from ..helpers import messages_of, prompt_text, text_of
 
 SPARE_KEY = "The spare key is under the blue pot"
 GARAGE_KEY = "The garage key hangs by the back door"
 QUESTION = "Where is the spare key and the garage key?"
 
 _ISSUES = json.loads(
-    (Path(__file__).parent.parent / "custom_components" / DOMAIN / "translations" / "en.json")
+    (Path(__file__).parents[2] / "custom_components" / DOMAIN / "translations" / "en.json")
     .read_text(encoding="utf-8")
     .replace("\r\n", "\n")
 )["issues"]

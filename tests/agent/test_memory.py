@@ -9,15 +9,15 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 from custom_components.langgraph_conversation.agent.prompts import NOTE_HEADER
 from custom_components.langgraph_conversation.const import DOMAIN
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.setup import async_setup_component
 
-from .conftest import agent_entity_id
-from .fakes import FakeOpenAIServer, ToolCall
-from .helpers import messages_of, text_of
-from .postgres import BOTH_BACKENDS
+from ..conftest import agent_entity_id
+from ..helpers import messages_of, text_of
+from ..postgres import BOTH_BACKENDS
 
 
 async def _ask(hass: HomeAssistant, entry: MockConfigEntry, text: str, user_id: str | None):
