@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
 from custom_components.langgraph_conversation.tools.media_intents import MEDIA_ACTIONS, MEDIA_TOOL
@@ -74,13 +75,28 @@ async def test_media_intents_are_one_tool_whose_actions_run_the_intents(
     assert [c.data["volume_level"] for c in volume] == [0.3]
 
 
+# The model is untrusted: a made-up action, one of another type, or none at all.
+_ODD_ARGUMENTS = [
+    {"action": "rewind"},
+    {"action": ["pause"]},
+    {"action": {"pause": True}},
+    {"action": 3},
+    {"action": None},
+    {"name": "Kitchen Speaker"},
+]
+
+
+@pytest.mark.parametrize("arguments", _ODD_ARGUMENTS, ids=repr)
 async def test_an_unknown_action_is_told_to_the_model(
-    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    arguments: dict,
 ) -> None:
-    """A made-up action runs nothing; the model reads which actions there are."""
+    """An action that names no intent runs nothing; the model reads which there are."""
     await _speaker(hass)
     paused = async_mock_service(hass, "media_player", "media_pause")
-    openai_server.add_tool_calls([ToolCall(MEDIA_TOOL, {"action": "rewind"})])
+    openai_server.add_tool_calls([ToolCall(MEDIA_TOOL, arguments)])
     openai_server.add_text("I cannot rewind.")
     await conversation.async_converse(
         hass, "Rewind", None, Context(), agent_id=agent_entity_id(hass, setup_integration)

@@ -57,8 +57,9 @@ def grouped_media_intents(tools: Sequence[BaseTool]) -> list[BaseTool]:
     # the intent itself says so when it is missing.
     taken = {action: set(_properties(tool)) for action, tool in media.items()}
 
-    async def call(action: str, **arguments: Any) -> Any:
-        tool = media.get(action)
+    async def call(action: Any = None, **arguments: Any) -> Any:
+        # The model is untrusted: `action` may be missing or of any type.
+        tool = media.get(action) if isinstance(action, str) else None
         if tool is None:
             raise ToolFailure(
                 {"error": "unknown_action", "error_text": f"action must be one of {list(media)}"}
