@@ -14,7 +14,9 @@ from fakes import ToolCall
 
 from .context import ANSWER, TOOL_ANSWER, Bench
 from .report import Row, Stat, judged, ratio_of
-from .worker import RESULT_PREFIX
+
+# How the worker (worker.py) marks its result line in its output, read back here.
+RESULT_PREFIX = "BENCH-RESULT "
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -74,7 +76,7 @@ def _script_setup_turns(bench: Bench) -> None:
     server.add_text(TOOL_ANSWER)
 
 
-async def _run(bench: Bench, agent: str, name: str, **spec: Any) -> dict[str, Any]:
+async def run_in_fresh_process(bench: Bench, agent: str, name: str, **spec: Any) -> dict[str, Any]:
     if spec.get("setup"):
         _script_setup_turns(bench)
     full_spec = {
@@ -110,7 +112,7 @@ async def measure(bench: Bench, figures: set[str]) -> list[Row]:
         for repeat in range(repeats):
             order = ("ours", "core") if repeat % 2 == 0 else ("core", "ours")
             for agent in order:
-                result = await _run(
+                result = await run_in_fresh_process(
                     bench,
                     agent,
                     "fresh" if combined else "setup",
@@ -123,11 +125,13 @@ async def measure(bench: Bench, figures: set[str]) -> list[Row]:
                     memory_runs[agent] = result
     if want_memory and not combined:
         for agent in ("ours", "core"):
-            memory_runs[agent] = await _run(bench, agent, "memory", memory=memory_spec)
+            memory_runs[agent] = await run_in_fresh_process(
+                bench, agent, "memory", memory=memory_spec
+            )
     if want_setup and bench.settings.profile:
         # Separate runs: profiling and asyncio's debug mode slow everything down.
         bench.raw["setup_profile"] = {
-            agent: await _run(
+            agent: await run_in_fresh_process(
                 bench, agent, "profile", setup=True, warm_turns=warm_turns, profile=True
             )
             for agent in ("ours", "core")

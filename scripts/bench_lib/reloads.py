@@ -19,6 +19,7 @@ from typing import Any
 import weakref
 
 from .context import Bench
+from .fresh import run_in_fresh_process
 from .probe import rss_bytes
 from .report import Row, Stat, judged, ratio_of
 from .turns import converse
@@ -68,12 +69,10 @@ async def reload_task(hass: Any, entry: Any, agent: Any, reloads: int) -> dict[s
 
 async def measure(bench: Bench) -> list[Row]:
     """Figure 12, one fresh worker per agent."""
-    # Imported here: fresh imports the worker, which imports this module.
-    from .fresh import _run
-
     reloads = QUICK_RELOADS if bench.settings.quick else RELOADS
     results = {
-        agent: await _run(bench, agent, "reloads", reloads=reloads) for agent in ("ours", "core")
+        agent: await run_in_fresh_process(bench, agent, "reloads", reloads=reloads)
+        for agent in ("ours", "core")
     }
     bench.raw["reloads"] = results
     return rows(results)

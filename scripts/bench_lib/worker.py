@@ -25,6 +25,7 @@ from typing import Any
 from homeassistant import block_async_io
 
 from .context import TOOL_TURN_TEXT
+from .fresh import RESULT_PREFIX
 from .home import (
     ServiceCounter,
     agent_handles,
@@ -39,8 +40,6 @@ from .latency import TEXT_TURN
 from .probe import BlockingCallCounter, GcPauses, LoopLagProbe, rss_bytes
 from .reloads import reload_task
 from .turns import converse
-
-RESULT_PREFIX = "BENCH-RESULT "
 
 
 def _entry(hass: Any, spec: dict[str, Any]) -> Any:
