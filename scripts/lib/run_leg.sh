@@ -21,27 +21,31 @@ else
     echo "== leg $LGC_LEG: every test dependency follows Home Assistant's package_constraints.txt"
 fi
 status=0
+# This run's own scratch folder: runs of the same leg from several checkouts at once
+# must not read each other's lint, JUnit or coverage files.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/lgc-$LGC_LEG.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
 echo "== leg $LGC_LEG: ruff"
-if ! ruff check --no-cache custom_components fakes tests scripts/bench_lib scripts/e2e_lib scripts/lib 2>/dev/null >/tmp/lgc-ruff.txt; then
-    cat /tmp/lgc-ruff.txt
+if ! ruff check --no-cache custom_components fakes tests scripts/bench_lib scripts/e2e_lib scripts/lib 2>/dev/null >"$scratch/ruff.txt"; then
+    cat "$scratch/ruff.txt"
     ruff_failed=1
     status=1
 else
     ruff_failed=0
     echo "ruff: clean"
 fi
-if ! ruff format --no-cache --check custom_components fakes tests scripts/bench_lib scripts/e2e_lib scripts/lib >/tmp/lgc-ruff-format.txt 2>&1; then
-    cat /tmp/lgc-ruff-format.txt
+if ! ruff format --no-cache --check custom_components fakes tests scripts/bench_lib scripts/e2e_lib scripts/lib >"$scratch/ruff-format.txt" 2>&1; then
+    cat "$scratch/ruff-format.txt"
     ruff_failed=$((ruff_failed + 1))
     status=1
 fi
 echo "== leg $LGC_LEG: pytest ($(python -c 'import sys; print(sys.version.split()[0])'), Home Assistant $(python -c 'from homeassistant.const import __version__; print(__version__)'))"
-junit_isolated=/tmp/lgc-junit-$LGC_LEG-isolated
-junit=/tmp/lgc-junit-$LGC_LEG.xml
+junit_isolated=$scratch/junit-isolated
+junit=$scratch/junit.xml
 rm -rf "$junit" "$junit_isolated"
 mkdir -p "$junit_isolated"
 pytest_status=0
-common=(-p no:cacheprovider --cov --cov-report=xml:/tmp/lgc-coverage-$LGC_LEG.xml)
+common=(-p no:cacheprovider --cov --cov-report=xml:$scratch/coverage.xml)
 # A leg on a core newer than the test plugin's pin loads the plugin's compatibility shims
 # first (tests/compat_newest.py; pytest imports -p modules before installed plugins).
 if grep -q '^# lgc-core:' "requirements_test_${LGC_LEG}.txt"; then
