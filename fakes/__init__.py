@@ -1,11 +1,18 @@
-"""Fake model servers on 127.0.0.1 that speak the real wire protocols, scripted per test.
+"""Stand-ins for the servers the integration talks to, on 127.0.0.1, for development only.
 
-OpenAI chat completions (and embeddings) and Ollama's /api/chat, reached through LiteLLM's
-real client: the tests (tests/), the benchmarks (scripts/bench) and the offline stand-in
-model (offline_model.py, run by `scripts/develop --offline-model`, scripts/e2e and
-tests/test_install.py) all use them. A development package at the repository root, never
-shipped: HACS and an install copy custom_components/langgraph_conversation only, and the
-integration never imports it (tests/test_layering.py).
+Fake model servers that speak the real wire protocols, scripted per test: OpenAI chat
+completions (and embeddings) and Ollama's /api/chat, reached through LiteLLM's real client.
+The tests (tests/), the benchmarks (scripts/bench) and the offline stand-in model
+(offline_model.py, run by `scripts/develop --offline-model`, scripts/e2e and
+tests/test_install.py) all use them. Besides those fakes, one real server:
+postgres_server.py starts a throwaway PostgreSQL (Debian's build, fixed roles, fsync off)
+on 127.0.0.1 and a Unix socket, for the tests and bench figure 5 alike.
+
+The Python that several development tools share lives here, never under tests/ (scripts/
+never imports the tests) nor under one tool's scripts/<tool>_lib/. A development package at
+the repository root, never shipped: HACS and an install copy
+custom_components/langgraph_conversation only, and the integration never imports it; it
+imports neither the integration, nor the tests, nor Home Assistant (tests/test_layering.py).
 
 async with FakeOpenAIServer() as server:
     server.add_tool_calls([ToolCall("HassTurnOn", {"name": "Kitchen"})])

@@ -53,8 +53,9 @@ async def one_turn(config_dir: Path, api_base: str, port: int) -> str:
     from homeassistant.helpers import entity_registry as er
     from homeassistant.setup import async_setup_component
 
-    sys.path.insert(0, str(ROOT / "scripts" / "lib"))
-    import develop_config
+    # scripts/, not the repository root: the integration must come from the config directory.
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from develop_lib import config as develop_config
 
     subentry_id = develop_config.seed_offline_entry(config_dir, api_base)
     hass = HomeAssistant(str(config_dir))

@@ -1,4 +1,4 @@
-"""Brand images: made by scripts/lib/brand.py, shipped in brand/, served by Home Assistant.
+"""Brand images: drawn by scripts/brand, shipped in brand/, served by Home Assistant.
 
 The shipped files must be exactly what the script makes (so nobody edits a PNG by hand and
 loses the source), in the sizes and form Home Assistant's brands rules ask for, and Home
@@ -8,9 +8,7 @@ Assistant (2026.3 and later) must serve them for our domain at /api/brands/integ
 from __future__ import annotations
 
 from http import HTTPStatus
-import importlib.util
 from pathlib import Path
-import sys
 
 from awesomeversion import AwesomeVersion
 from PIL import Image
@@ -20,6 +18,7 @@ from custom_components.langgraph_conversation.const import DOMAIN
 from homeassistant.const import __version__ as HA_VERSION
 from homeassistant.core import HomeAssistant
 from homeassistant.setup import async_setup_component
+from scripts.brand_lib import draw
 
 ROOT = Path(__file__).resolve().parent.parent
 BRAND = ROOT / "custom_components" / DOMAIN / "brand"
@@ -33,23 +32,9 @@ NAMES = [
 SERVES_CUSTOM_BRANDS = AwesomeVersion(HA_VERSION) >= AwesomeVersion("2026.3.0")
 
 
-def _brand_script():
-    spec = importlib.util.spec_from_file_location("brand", ROOT / "scripts" / "lib" / "brand.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered while it runs: its dataclass looks its own module up by name.
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
-
-
 @pytest.fixture(scope="module")
 def generated() -> dict[str, bytes]:
-    return _brand_script().images()
+    return draw.images()
 
 
 def test_the_shipped_images_are_what_the_script_makes(generated: dict[str, bytes]) -> None:
@@ -58,7 +43,7 @@ def test_the_shipped_images_are_what_the_script_makes(generated: dict[str, bytes
     assert sorted(p.name for p in BRAND.iterdir()) == sorted(NAMES)
     for name in NAMES:
         assert (BRAND / name).read_bytes() == generated[name], (
-            f"brand/{name} differs from what scripts/lib/brand.py makes; run it"
+            f"brand/{name} differs from what scripts/brand draws; run it"
         )
 
 

@@ -81,5 +81,5 @@ def test_scripts_develop_starts_home_assistant_from_the_config_directory() -> No
     script = (ROOT / "scripts" / "develop").read_text(encoding="utf-8")
     change = re.search(r'^\s*cd "\$config_dir"', script, re.MULTILINE)
     assert change is not None
-    for start in ('exec "${hass[@]}"', '"$LGC_REPO/scripts/lib/develop_config.py" check'):
+    for start in ('exec "${hass[@]}"', '"$LGC_REPO/scripts/develop_lib/config.py" check'):
         assert change.start() < script.index(start), start

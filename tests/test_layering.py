@@ -9,6 +9,10 @@
 - The integration never imports the development packages (`fakes`, `tests`, `scripts`):
   only custom_components/ is shipped. The fakes, the model's side of the wire, import
   neither the integration nor the tests.
+- scripts/ never imports `tests`: the tools (bench, develop, e2e, brand) run without the
+  test suite; what they share with it lives in `fakes`. Each tool is an entry script
+  `scripts/<tool>` with its Python in the package `scripts/<tool>_lib/` beside it, and
+  scripts/lib/ holds the shell helpers the entry scripts share.
 - The tests' folders mirror the code's (tests/agent/ for agent/, ...), besides the named
   cross-cutting suites.
 
@@ -228,6 +232,86 @@ def test_the_fakes_import_neither_the_integration_nor_the_tests() -> None:
         if module.split(".")[0] in ("custom_components", "tests", "homeassistant")
     ]
     assert broken == []
+
+
+SCRIPTS = ROOT / "scripts"
+_IMPORTERS = ("import_module", "__import__")
+
+
+def _imported_modules(source: str) -> list[tuple[int, str]]:
+    """_absolute_imports, plus the modules named by a string to importlib.import_module or
+    __import__ (an import the import statements do not show)."""
+    found = _absolute_imports(source)
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        first = node.args[0]
+        if name in _IMPORTERS and isinstance(first, ast.Constant) and isinstance(first.value, str):
+            found.append((node.lineno, first.value))
+    return found
+
+
+def test_scripts_never_import_the_tests() -> None:
+    """The bench, develop, e2e and brand tools run without the test suite: what they share
+    with it (the fake servers, the throwaway PostgreSQL) lives in `fakes`."""
+    files = sorted(SCRIPTS.rglob("*.py"))
+    assert files
+    broken = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in files
+        for line, module in _imported_modules(path.read_text(encoding="utf-8"))
+        if module.split(".")[0] == "tests"
+    ]
+    assert broken == []
+
+
+def test_the_scripts_check_sees_every_way_to_import_the_tests() -> None:
+    """The walker finds the tests imported at the top, inside a function, and by name
+    through importlib or __import__; a package merely named alike is not the tests."""
+    source = (
+        "import tests.helpers\n"
+        "import testsuite\n"
+        "def f():\n"
+        "    from tests import postgres\n"
+        "    from tests.postgres import start_server\n"
+        "    importlib.import_module('tests.postgres')\n"
+        "    import_module('tests')\n"
+        "    __import__('tests.conftest')\n"
+        "    importlib.import_module(name)\n"
+    )
+    found = [module for _, module in _imported_modules(source)]
+    assert [module for module in found if module.split(".")[0] == "tests"] == [
+        "tests.helpers",
+        "tests",
+        "tests.postgres",
+        "tests.postgres",
+        "tests",
+        "tests.conftest",
+    ]
+    assert "testsuite" in found
+
+
+def test_scripts_follow_one_layout() -> None:
+    """Each tool's Python is a package scripts/<tool>_lib/ beside its entry script
+    scripts/<tool>; no Python lies loose in scripts/ or among the shared shell helpers in
+    scripts/lib/."""
+    packages = sorted(path for path in SCRIPTS.glob("*_lib") if path.is_dir())
+    assert packages
+    without_entry = [
+        path.name
+        for path in packages
+        if not (SCRIPTS / path.name.removesuffix("_lib")).is_file()
+        or not (path / "__init__.py").is_file()
+    ]
+    shell_helpers = [path for path in (SCRIPTS / "lib").iterdir() if path.is_file()]
+    loose = sorted(
+        path.relative_to(ROOT).as_posix()
+        for path in [*SCRIPTS.glob("*.py"), *shell_helpers]
+        if path.suffix != ".sh"
+    )
+    assert (without_entry, loose) == ([], [])
 
 
 # Test folders that test across the code's folders instead of mirroring one.

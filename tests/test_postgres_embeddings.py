@@ -23,13 +23,13 @@ from custom_components.langgraph_conversation.const import (
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
 from fakes import ErrorReply, FakeOpenAIServer, ToolCall
 from fakes.openai_server import word_vector
+from fakes.postgres_server import APP_ROLE, PostgresServer
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import issue_registry as ir
 
 from .conftest import agent_entity_id
 from .helpers import messages_of, prompt_text, text_of
-from .postgres import APP_ROLE, PostgresServer
 
 EMBEDDING_MODEL = "openai/embed-test"
 # The fake embedding model's "meaning": these words are about getting to work.

@@ -35,6 +35,7 @@ from custom_components.langgraph_conversation.const import (
 )
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
 from fakes import FakeOpenAIServer, ToolCall
+from fakes.postgres_server import APP_PASSWORD, PostgresServer
 from homeassistant import loader
 from homeassistant.components import conversation
 from homeassistant.config_entries import ConfigSubentryData
@@ -44,7 +45,6 @@ from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, TEST_MODEL, agent_entity_id
 from .helpers import messages_of, text_of
-from .postgres import APP_PASSWORD, PostgresServer
 
 
 def _postgres(url: str, **options: Any) -> dict[str, Any]:

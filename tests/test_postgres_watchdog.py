@@ -1,4 +1,4 @@
-"""A killed test run leaves no PostgreSQL behind (tests/postgres.py's watchdog).
+"""A killed test run leaves no PostgreSQL behind (fakes/postgres_server.py's watchdog).
 
 A child interpreter starts a server exactly as the session fixture does and is then
 killed with SIGKILL, as an out-of-memory kill or a hard stop would end pytest; the
@@ -14,14 +14,14 @@ import subprocess
 import sys
 import time
 
-from .postgres import _bin_dir
+from fakes.postgres_server import installed_bin_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 # Started as pytest's session fixture starts it; prints the data folder, then waits.
 _CHILD = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from tests.postgres import start_server
+from fakes.postgres_server import start_server
 running = start_server()
 print(running.data, flush=True)
 time.sleep(600)
@@ -52,7 +52,7 @@ def _wait_until(condition, limit: float) -> bool:
 
 
 def test_killed_parent_takes_its_server_along() -> None:
-    if _bin_dir() is None:
+    if installed_bin_dir() is None:
         if os.environ.get("LGC_POSTGRES_REQUIRED") == "1":
             raise AssertionError("PostgreSQL must be installed here")
         import pytest

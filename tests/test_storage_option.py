@@ -27,10 +27,15 @@ from custom_components.langgraph_conversation.const import (
     STORAGE_POSTGRES,
     STORAGE_SQLITE,
 )
+from fakes.postgres_server import (
+    APP_PASSWORD,
+    GUEST_PASSWORD,
+    GUEST_ROLE,
+    LOCKED_DATABASE,
+    PostgresServer,
+)
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
-
-from .postgres import APP_PASSWORD, GUEST_PASSWORD, GUEST_ROLE, LOCKED_DATABASE, PostgresServer
 
 # Home Assistant's requirements helper logs this for a package it is told to skip; the
 # tests skip the PostgreSQL driver to see that the helper was asked for it (the packages

@@ -1,11 +1,9 @@
 """Figure 5: thread storage size against LangGraph's AsyncSqliteSaver, memory search speed;
-on PostgreSQL (a server from tests/postgres.py in the leg) the same threads' size in
-LangGraph's checkpoint tables, and memory search.
+on PostgreSQL (a throwaway server from fakes/postgres_server.py: Debian's build in the leg)
+the same threads' size in LangGraph's checkpoint tables, and memory search.
 
-Only measured when the persistence code exists: `storage/checkpointer.py` with
-`SqliteCheckpointSaver` for the thread file, `storage/store.py` with `SqliteStore` for the
-memory search (through scripts/bench_store.py when present). Otherwise the rows say
-"not available".
+The thread file is `storage/checkpointer.py`'s `SqliteCheckpointSaver`; the memory search
+is memory_search.py's measurement of `storage/store.py`'s `SqliteStore`.
 
 The thread figure drives the agent runtime itself (agent/runtime.py, no Home Assistant) with
 each saver in turn, against the same fake server: the same graph writes the same
@@ -16,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import importlib.util
-import inspect
 from pathlib import Path
 import random
 import tempfile
@@ -39,16 +35,6 @@ QUESTIONS = (
     "Turn the living room lights down a little, please.",
     "Remind me what time the dentist appointment is tomorrow.",
 )
-
-
-def _module(name: str) -> Any | None:
-    """The integration's module `name`, or None if it does not exist (yet)."""
-    if importlib.util.find_spec(f"{PACKAGE}.{name.rsplit('.', 1)[0]}") is None:
-        return None
-    try:
-        return importlib.import_module(f"{PACKAGE}.{name}")
-    except ModuleNotFoundError:
-        return None
 
 
 def _file_bytes(path: Path) -> int:
@@ -101,12 +87,12 @@ async def _run_thread(bench: Bench, saver: Any, turns: int) -> None:
 
 async def thread_size_rows(bench: Bench) -> list[Row]:
     """threads.db after N turns of one thread: ours vs AsyncSqliteSaver."""
-    checkpointer = _module("storage.checkpointer")
-    if checkpointer is None or not hasattr(checkpointer, "SqliteCheckpointSaver"):
-        return [_missing("threads.db bytes after 200 turns, ours vs AsyncSqliteSaver")]
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    ours_class = checkpointer.SqliteCheckpointSaver
+    from custom_components.langgraph_conversation.storage.checkpointer import (
+        SqliteCheckpointSaver,
+    )
+
     const = importlib.import_module(f"{PACKAGE}.const")
     retention = _retention(const)
     turns = 30 if bench.settings.quick else 200
@@ -120,7 +106,7 @@ async def thread_size_rows(bench: Bench) -> list[Row]:
         for label, options in variants:
             started = time.perf_counter()
             path = Path(directory) / f"{label}.db"
-            saver = await ours_class.open(path, **options)
+            saver = await SqliteCheckpointSaver.open(path, **options)
             try:
                 await _run_thread(bench, saver, turns)
             finally:
@@ -186,102 +172,20 @@ async def thread_size_rows(bench: Bench) -> list[Row]:
     return rows
 
 
-async def _search_with_bench_store(
-    path: Path, items: int, queries: int, hybrid: bool
-) -> dict[str, Any] | None:
-    """scripts/bench_store.py's measurement, if that script exists with `run`."""
-    try:
-        bench_store = importlib.import_module("scripts.bench_store")
-    except ImportError:
-        return None
-    run = getattr(bench_store, "run", None)
-    if run is None or list(inspect.signature(run).parameters)[:5] != [
-        "path",
-        "items",
-        "queries",
-        "seed",
-        "embed",
-    ]:
-        return None
-    embed = getattr(bench_store, "fake_embed", None) if hybrid else None
-    if hybrid and embed is None:
-        return None
-    return await run(path, items, queries, 42, embed)
-
-
-async def _search_ourselves(path: Path, items: int, queries: int) -> dict[str, Any]:
-    """A minimal full-text search benchmark straight on SqliteStore."""
-    import time
-
-    from langgraph.store.base import PutOp
-
-    from .report import percentile
-
-    store_module = _module("storage.store")
-    assert store_module is not None
-    store = await store_module.SqliteStore.open(path, max_items_per_namespace=items)
-    rng = random.Random(42)
-    words = (
-        "tea",
-        "coffee",
-        "keys",
-        "garage",
-        "dentist",
-        "piano",
-        "blanket",
-        "lights",
-        "heating",
-        "football",
-    )
-    try:
-        for start in range(0, items, 200):
-            await store.abatch(
-                [
-                    PutOp(
-                        ("memories", f"person{index % 4}"),
-                        f"m{index}",
-                        {"text": " ".join(rng.choices(words, k=6))},
-                    )
-                    for index in range(start, min(start + 200, items))
-                ]
-            )
-        latencies = []
-        for _ in range(queries):
-            query = " ".join(rng.choices(words, k=2))
-            start_time = time.perf_counter()
-            await store.asearch(("memories",), query=query, limit=5)
-            latencies.append((time.perf_counter() - start_time) * 1000)
-    finally:
-        await store.aclose()
-    ordered = sorted(latencies)
-    return {
-        "items": items,
-        "mode": "fts",
-        "p50_ms": percentile(ordered, 50),
-        "p95_ms": percentile(ordered, 95),
-    }
-
-
 async def search_rows(bench: Bench) -> list[Row]:
     """Memory search p50/p95 at 1,000 and 10,000 memories."""
-    store_module = _module("storage.store")
-    if store_module is None or not hasattr(store_module, "SqliteStore"):
-        return [_missing("memory search at 10,000 memories")]
+    from . import memory_search
+
     queries = 50 if bench.settings.quick else 200
     modes = [False] if bench.settings.quick else [False, True]
     results: list[dict[str, Any]] = []
-    source = "scripts/bench_store.py"
+    source = "scripts/bench_lib/memory_search.py"
     with tempfile.TemporaryDirectory(prefix="lgc-bench-store-") as directory:
         for items in (1000, 10000):
             for hybrid in modes:
                 path = Path(directory) / f"{items}-{hybrid}.db"
-                result = await _search_with_bench_store(path, items, queries, hybrid)
-                if result is None:
-                    if hybrid:
-                        continue
-                    source = "scripts/bench_lib/storage.py"
-                    result = await _search_ourselves(path, items, queries)
-                results.append(result)
+                embed = memory_search.fake_embed if hybrid else None
+                results.append(await memory_search.run(path, items, queries, 42, embed))
     bench.raw["storage_search"] = {"queries": queries, "source": source, "results": results}
     rows = []
     for result in results:
@@ -311,17 +215,16 @@ async def search_rows(bench: Bench) -> list[Row]:
 
 async def _search_postgres(url: str, items: int, queries: int, hybrid: bool) -> dict[str, Any]:
     """Memory search on LangGraph's PostgreSQL store as the integration opens it: words
-    only, or words and pgvector with scripts/bench_store.py's fake embedder."""
+    only, or words and pgvector with memory_search.py's fake embedder."""
     from langgraph.store.base import PutOp
 
-    from scripts import bench_store
+    from custom_components.langgraph_conversation.storage.postgres import PostgresStorage
 
+    from . import memory_search
     from .report import percentile
 
-    postgres = _module("storage.postgres")
-    assert postgres is not None
-    embed = bench_store.fake_embed if hybrid else None
-    storage = await postgres.PostgresStorage.open(url, embed=embed, embedding_model="bench")
+    embed = memory_search.fake_embed if hybrid else None
+    storage = await PostgresStorage.open(url, embed=embed, embedding_model="bench")
     rng = random.Random(42)
     try:
         for start in range(0, items, 500):
@@ -330,14 +233,14 @@ async def _search_postgres(url: str, items: int, queries: int, hybrid: bool) -> 
                     PutOp(
                         ("memories", f"person{index % 4}"),
                         f"m{index}",
-                        {"text": bench_store.memory(rng)},
+                        {"text": memory_search.memory(rng)},
                     )
                     for index in range(start, min(start + 500, items))
                 ]
             )
         latencies = []
         for _ in range(queries):
-            query = bench_store.question(rng)
+            query = memory_search.question(rng)
             start_time = time.perf_counter()
             await storage.store.asearch(("memories",), query=query, limit=5)
             latencies.append((time.perf_counter() - start_time) * 1000)
@@ -365,9 +268,9 @@ async def _postgres_thread_bytes(
     the size of LangGraph's checkpoint tables after a VACUUM (what autovacuum leaves: the
     space of pruned checkpoints stays in the files, for reuse) and after VACUUM FULL (the
     live rows only)."""
-    postgres = _module("storage.postgres")
-    assert postgres is not None
-    storage = await postgres.PostgresStorage.open(server.url(database))
+    from custom_components.langgraph_conversation.storage.postgres import PostgresStorage
+
+    storage = await PostgresStorage.open(server.url(database))
     try:
         storage.saver.keep_last = keep_last
         await _run_thread(bench, storage.saver, turns)
@@ -386,7 +289,7 @@ async def _postgres_thread_bytes(
 async def postgres_thread_rows(bench: Bench, server: Any) -> list[Row]:
     """LangGraph's checkpoint tables on PostgreSQL after figure 5's thread, with and
     without the integration's retention, next to AsyncSqliteSaver's file."""
-    from tests import postgres as test_postgres
+    from fakes.postgres_server import APP_ROLE
 
     const = importlib.import_module(f"{PACKAGE}.const")
     retention = _retention(const)
@@ -400,9 +303,7 @@ async def postgres_thread_rows(bench: Bench, server: Any) -> list[Row]:
     bench.server.forget()
     for index, (label, keep_last) in enumerate(variants):
         name = f"bench_threads_{index}"
-        await asyncio.to_thread(
-            server.sql, f"CREATE DATABASE {name} OWNER {test_postgres.APP_ROLE}"
-        )
+        await asyncio.to_thread(server.sql, f"CREATE DATABASE {name} OWNER {APP_ROLE}")
         sizes[label] = await _postgres_thread_bytes(bench, server, name, turns, keep_last)
     bench.server.forget()
     bench.raw["storage_threads_postgres"] = {"turns": turns, "bytes": sizes}
@@ -435,26 +336,22 @@ async def postgres_thread_rows(bench: Bench, server: Any) -> list[Row]:
 
 async def postgres_search_rows(bench: Bench) -> list[Row]:
     """The thread size rows (postgres_thread_rows), then memory search p50/p95 on
-    PostgreSQL (tests/postgres.py's server: Debian's build in the leg) at 10,000 memories,
-    words only and with pgvector."""
-    if _module("storage.postgres") is None:
-        return [_missing("PostgreSQL memory search at 10,000 memories")]
-    from tests import postgres as test_postgres
+    PostgreSQL (fakes/postgres_server.py's server: Debian's build in the leg) at 10,000
+    memories, words only and with pgvector."""
+    from fakes.postgres_server import APP_ROLE, ServerUnavailable, start_server
 
     queries = 50 if bench.settings.quick else 200
     try:
-        running = await asyncio.to_thread(test_postgres.start_server)
-    except test_postgres.ServerUnavailable as err:
-        return [_missing(f"PostgreSQL memory search ({err})")]
+        running = await asyncio.to_thread(start_server)
+    except ServerUnavailable as err:
+        return [_unavailable(f"PostgreSQL memory search ({err})")]
     results: list[dict[str, Any]] = []
     try:
         server = running.server
         thread_rows = await postgres_thread_rows(bench, server)
         for hybrid in (False, True) if server.has_vector else (False,):
             name = f"bench_{int(hybrid)}"
-            await asyncio.to_thread(
-                server.sql, f"CREATE DATABASE {name} OWNER {test_postgres.APP_ROLE}"
-            )
+            await asyncio.to_thread(server.sql, f"CREATE DATABASE {name} OWNER {APP_ROLE}")
             if hybrid:
                 await asyncio.to_thread(server.sql, "CREATE EXTENSION vector", database=name)
             results.append(await _search_postgres(server.url(name), 10000, queries, hybrid))
@@ -472,21 +369,22 @@ async def postgres_search_rows(bench: Bench) -> list[Row]:
             outcome="info",
             notes=[
                 f"figure 5: PostgreSQL {queries} queries, limit 5, a local server on 127.0.0.1"
-                " (fsync off), scripts/bench_store.py's memories, questions and fake embedder"
+                " (fsync off), memory_search.py's memories, questions and fake embedder"
             ],
         )
         for result in results
     ]
 
 
-def _missing(name: str) -> Row:
+def _unavailable(name: str) -> Row:
+    """The row for a measurement this machine cannot make (no PostgreSQL installed)."""
     return Row(
         figure=5,
         name=name,
         unit="",
         ours=None,
         core=None,
-        target="(persistence not built yet)",
+        target="(information)",
         outcome="n/a",
         detail="not available",
     )

@@ -1,4 +1,4 @@
-"""python -m e2e_lib: onboard a fresh Home Assistant, then run the browser steps.
+"""python -m scripts.e2e_lib: onboard a fresh Home Assistant, then run the browser steps.
 
 Run by scripts/e2e (which starts Home Assistant and cleans up). Writes the results as JSON
 (--results) for scripts/e2e's final line; exit status 0 when every step passed.

@@ -26,7 +26,7 @@ status=0
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/lgc-$LGC_LEG.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 echo "== leg $LGC_LEG: ruff"
-if ! ruff check --no-cache custom_components fakes tests scripts/bench_lib scripts/e2e_lib scripts/lib 2>/dev/null >"$scratch/ruff.txt"; then
+if ! ruff check --no-cache custom_components fakes tests scripts 2>/dev/null >"$scratch/ruff.txt"; then
     cat "$scratch/ruff.txt"
     ruff_failed=1
     status=1
@@ -34,7 +34,7 @@ else
     ruff_failed=0
     echo "ruff: clean"
 fi
-if ! ruff format --no-cache --check custom_components fakes tests scripts/bench_lib scripts/e2e_lib scripts/lib >"$scratch/ruff-format.txt" 2>&1; then
+if ! ruff format --no-cache --check custom_components fakes tests scripts >"$scratch/ruff-format.txt" 2>&1; then
     cat "$scratch/ruff-format.txt"
     ruff_failed=$((ruff_failed + 1))
     status=1

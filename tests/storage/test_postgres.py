@@ -27,8 +27,13 @@ from custom_components.langgraph_conversation.storage.postgres import (
     check_connection,
     classify,
 )
-
-from ..postgres import APP_ROLE, GUEST_PASSWORD, GUEST_ROLE, LOCKED_DATABASE, PostgresServer
+from fakes.postgres_server import (
+    APP_ROLE,
+    GUEST_PASSWORD,
+    GUEST_ROLE,
+    LOCKED_DATABASE,
+    PostgresServer,
+)
 
 
 def _unused_port() -> int:

@@ -16,8 +16,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 import pytest
 
 from custom_components.langgraph_conversation.storage.postgres import PostgresStorage
-
-from ..postgres import PostgresServer
+from fakes.postgres_server import PostgresServer
 
 # The columns of LangGraph's tables our SQL names (postgres_house.py).
 _COLUMNS = {

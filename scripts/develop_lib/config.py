@@ -1,6 +1,8 @@
-"""Helpers for scripts/develop, run with the leg virtualenv's Python (Home Assistant importable).
+"""The development config of scripts/develop: prepared before Home Assistant starts, checked.
 
-develop_config.py prepare CONFIG_DIR PORT  (before Home Assistant starts)
+Run with the leg virtualenv's Python (Home Assistant importable), by path (see __init__.py):
+
+python scripts/develop_lib/config.py prepare CONFIG_DIR PORT  (before Home Assistant starts)
     Binds Home Assistant's HTTP server to 127.0.0.1:PORT. Version 2026.10 keeps that in
     .storage/http: an http: block in YAML is imported once, as a trial that reverts after
     five minutes, and is ignored afterwards.
@@ -17,8 +19,8 @@ develop_config.py prepare CONFIG_DIR PORT  (before Home Assistant starts)
     sets up that the virtualenv lacks (scripts/develop installs them: Home Assistant runs
     with --skip-pip). Notes go to stderr.
 
-develop_config.py check CONFIG_DIR PORT [--offline-model API_BASE --offline-pid PID]
-        -- HASS COMMAND...
+python scripts/develop_lib/config.py check CONFIG_DIR PORT
+        [--offline-model API_BASE --offline-pid PID] -- HASS COMMAND...
     Starts Home Assistant, waits until it runs and serves HTTP, stops it with SIGINT,
     checks that the integration's entity was live when an entry exists, scans the run's
     log, and prints one "develop --check: OK|FAILED (...)" line; exit status 0 or 1.

@@ -1,12 +1,14 @@
-"""Search latency of the long-term memory store (storage/store.py).
+"""Figure 5's memory search: synthetic household memories, questions, a fake embedder.
 
-Fills a fresh store with N synthetic household memories (short sentences from word lists,
-fixed seed) spread over a few people's namespaces, then times M searches, with full-text
-search only and with a fake 64-dimension embedder (hybrid ranking). Prints p50/p95/max in
-milliseconds per N and mode, then one JSON line with the figures.
+Fills a fresh store (storage/store.py's SqliteStore) with N synthetic household memories
+(short sentences from word lists, fixed seed) spread over a few people's namespaces, then
+times M searches, with full-text search only and with a fake 64-dimension embedder (hybrid
+ranking). storage.py runs `run` for figure 5 and takes `memory`, `question` and
+`fake_embed` for the same measurement on PostgreSQL.
 
-Usage (with a leg's virtualenv python, from the repository root):
-    python scripts/bench_store.py [--items 1000,10000] [--queries 200] [--seed 42]
+Also a command of its own, printing p50/p95/max in milliseconds per N and mode, then one
+JSON line with the figures (with a leg's virtualenv python, from the repository root):
+    python -m scripts.bench_lib.memory_search [--items 1000,10000] [--queries 200] [--seed 42]
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ import sys
 import tempfile
 import time
 import zlib
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from langgraph.store.base import PutOp
 
@@ -170,7 +170,7 @@ async def run(path: Path, items: int, queries: int, seed: int, embed: Embed | No
 async def main(sizes: list[int], queries: int, seed: int) -> None:
     """Benchmark every size in both modes and print the table and the JSON line."""
     rows = []
-    with tempfile.TemporaryDirectory(prefix="bench_store_") as directory:
+    with tempfile.TemporaryDirectory(prefix="lgc-bench-memory-search-") as directory:
         for items in sizes:
             for embed in (None, fake_embed):
                 mode = "fts" if embed is None else "hybrid"

@@ -1,8 +1,5 @@
 """Draws the integration's brand images: icon and logo, light and dark, 1x and 2x.
 
-    python3 scripts/lib/brand.py [OUTPUT_DIR]
-        (default: custom_components/langgraph_conversation/brand)
-
 The mark is a speech bubble holding a three-node graph (a conversation run by a graph);
 the logo sets the mark beside the words LANGGRAPH / CONVERSATION in a monoline face
 drawn here. Everything is geometry with signed distances, antialiased by the distance to
@@ -20,7 +17,6 @@ from dataclasses import dataclass
 import math
 from pathlib import Path
 import struct
-import sys
 import zlib
 
 BRAND_DIR = (
@@ -378,15 +374,3 @@ def images() -> dict[str, bytes]:
         made[f"{prefix}logo.png"] = logo(128, theme)
         made[f"{prefix}logo@2x.png"] = logo(256, theme)
     return made
-
-
-def main() -> None:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else BRAND_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    for name, data in images().items():
-        (out / name).write_bytes(data)
-        print(f"{out / name}: {len(data)} bytes")
-
-
-if __name__ == "__main__":
-    main()
