@@ -29,7 +29,7 @@ from fakes import FakeOpenAIServer, FakeResolver
 from homeassistant.components import conversation
 from homeassistant.components.conversation.trace import async_get_traces
 from homeassistant.const import MATCH_ALL
-from homeassistant.core import Context, CoreState, Event, HomeAssistant, ServiceCall
+from homeassistant.core import Context, CoreState, Event, HomeAssistant, ServiceCall, callback
 from homeassistant.helpers import intent
 
 from ..conftest import TEST_KEY, add_test_entry, agent_entity_id
@@ -215,7 +215,10 @@ class Witness:
         self.events: list[Event] = []
         self.conversation_ids: set[str] = set()
 
+    @callback
     def record(self, event: Event) -> None:
+        """Runs in the loop as the event fires: a plain function would be handed to the
+        executor and could record an event after the test has cleared the list."""
         self.events.append(event)
 
     async def everything(self, entry: MockConfigEntry | None = None) -> dict[str, str]:
