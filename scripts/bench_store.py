@@ -1,4 +1,4 @@
-"""Search latency of the long-term memory store (storage/store.py).
+"""Search latency of the long-term memory store (storage/sqlite/store.py).
 
 Fills a fresh store with N synthetic household memories (short sentences from word lists,
 fixed seed) spread over a few people's namespaces, then times M searches, with full-text
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from langgraph.store.base import PutOp
 
-from custom_components.langgraph_conversation.storage.store import SqliteStore
+from custom_components.langgraph_conversation.storage import SqliteStore
 
 TARGET_P95_MS = 10.0
 SEARCH_LIMIT = 5

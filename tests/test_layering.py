@@ -33,10 +33,11 @@ FORBIDDEN = {
 }
 
 
-def _imports(source: str, room: str) -> list[tuple[int, str]]:
-    """(line, what) for every import in a module of `room`: absolute module names, or
-    the room a relative one reaches ("tools", "agent", "storage", or "<integration>" for
-    the package's own top-level modules)."""
+def _imports(source: str, room: str, depth: int = 0) -> list[tuple[int, str]]:
+    """(line, what) for every import in a module of `room`, `depth` folders below the
+    room's own (storage/sqlite/store.py: 1): absolute module names, or the room a relative
+    one reaches ("tools", "agent", "storage", or "<integration>" for the package's own
+    top-level modules)."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -44,7 +45,7 @@ def _imports(source: str, room: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             if node.level == 0:
                 found.append((node.lineno, (node.module or "").split(".")[0]))
-            elif node.level == 1:
+            elif node.level <= depth + 1:
                 found.append((node.lineno, room))  # the same room
             else:
                 target = (node.module or "").split(".")[0]
@@ -61,7 +62,9 @@ def test_rooms_import_only_what_they_may(room: str) -> None:
     broken = [
         f"{path.relative_to(PACKAGE)}:{line} imports {target}"
         for path in files
-        for line, target in _imports(path.read_text(encoding="utf-8"), room)
+        for line, target in _imports(
+            path.read_text(encoding="utf-8"), room, len(path.relative_to(PACKAGE / room).parts) - 1
+        )
         if target in FORBIDDEN[room]
     ]
     assert broken == []
@@ -88,9 +91,26 @@ def test_the_check_sees_forbidden_imports() -> None:
     ]
 
 
+def test_the_check_knows_where_a_subpackage_module_stands() -> None:
+    """In a subpackage (storage/sqlite/store.py), `..` is still the room and `...` the
+    integration: reaching into another room or a top-level module from there is seen."""
+    source = (
+        "from .database import SqliteDatabase\n"
+        "from ..ranking import hybrid_scores\n"
+        "from ...agent.model import ModelAccess\n"
+        "from ... import const\n"
+    )
+    assert [target for _, target in _imports(source, "storage", depth=1)] == [
+        "storage",
+        "storage",
+        "agent",
+        "<integration>",
+    ]
+
+
 # Packages Home Assistant installs only for an entry that chooses PostgreSQL
-# (const.POSTGRES_REQUIREMENTS): imported by storage/postgres.py and the module it builds
-# on, storage/postgres_house.py, alone.
+# (const.POSTGRES_REQUIREMENTS): imported by the PostgreSQL backend, storage/postgres/,
+# alone.
 _ON_DEMAND = (
     "psycopg",
     "psycopg_pool",
@@ -109,7 +129,11 @@ def _absolute_imports(source: str) -> list[tuple[int, str]]:
     return found
 
 
-_POSTGRES_MODULES = {"storage/postgres.py", "storage/postgres_house.py"}
+_POSTGRES_MODULES = {
+    "storage/postgres/__init__.py",
+    "storage/postgres/backend.py",
+    "storage/postgres/house.py",
+}
 
 
 def test_postgres_packages_are_imported_by_the_postgres_modules_only() -> None:

@@ -2,8 +2,8 @@
 on PostgreSQL (a server from tests/postgres.py in the leg) the same threads' size in
 LangGraph's checkpoint tables, and memory search.
 
-Only measured when the persistence code exists: `storage/checkpointer.py` with
-`SqliteCheckpointSaver` for the thread file, `storage/store.py` with `SqliteStore` for the
+Only measured when the persistence code exists: `storage/sqlite/checkpointer.py` with
+`SqliteCheckpointSaver` for the thread file, `storage/sqlite/store.py` with `SqliteStore` for the
 memory search (through scripts/bench_store.py when present). Otherwise the rows say
 "not available".
 
@@ -101,7 +101,7 @@ async def _run_thread(bench: Bench, saver: Any, turns: int) -> None:
 
 async def thread_size_rows(bench: Bench) -> list[Row]:
     """threads.db after N turns of one thread: ours vs AsyncSqliteSaver."""
-    checkpointer = _module("storage.checkpointer")
+    checkpointer = _module("storage.sqlite.checkpointer")
     if checkpointer is None or not hasattr(checkpointer, "SqliteCheckpointSaver"):
         return [_missing("threads.db bytes after 200 turns, ours vs AsyncSqliteSaver")]
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -217,7 +217,7 @@ async def _search_ourselves(path: Path, items: int, queries: int) -> dict[str, A
 
     from .report import percentile
 
-    store_module = _module("storage.store")
+    store_module = _module("storage.sqlite.store")
     assert store_module is not None
     store = await store_module.SqliteStore.open(path, max_items_per_namespace=items)
     rng = random.Random(42)
@@ -264,7 +264,7 @@ async def _search_ourselves(path: Path, items: int, queries: int) -> dict[str, A
 
 async def search_rows(bench: Bench) -> list[Row]:
     """Memory search p50/p95 at 1,000 and 10,000 memories."""
-    store_module = _module("storage.store")
+    store_module = _module("storage.sqlite.store")
     if store_module is None or not hasattr(store_module, "SqliteStore"):
         return [_missing("memory search at 10,000 memories")]
     queries = 50 if bench.settings.quick else 200

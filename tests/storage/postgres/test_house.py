@@ -1,4 +1,4 @@
-"""storage/postgres_house.py against the installed langgraph-checkpoint-postgres.
+"""storage/postgres/house.py against the installed langgraph-checkpoint-postgres.
 
 Our SQL reads columns of LangGraph's own tables, and our store's words-only search exists
 because LangGraph's store ignores a query without a vector index: both are checked here,
@@ -17,9 +17,9 @@ import pytest
 
 from custom_components.langgraph_conversation.storage.postgres import PostgresStorage
 
-from ..postgres import PostgresServer
+from ...postgres import PostgresServer
 
-# The columns of LangGraph's tables our SQL names (postgres_house.py).
+# The columns of LangGraph's tables our SQL names (house.py).
 _COLUMNS = {
     "checkpoints": {"thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint"},
     "checkpoint_writes": {"thread_id", "checkpoint_ns", "checkpoint_id"},
