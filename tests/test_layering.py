@@ -148,6 +148,34 @@ def test_postgres_packages_are_imported_by_the_postgres_modules_only() -> None:
     assert broken == []
 
 
+def _storage_reaches(source: str) -> list[tuple[int, str]]:
+    """(line, module) for every relative import of a top-level integration module that
+    names something in storage/ ("storage" for the face, "storage.sqlite.store" below it)."""
+    return [
+        (node.lineno, node.module)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom)
+        and node.level == 1
+        and node.module is not None
+        and node.module.split(".")[0] == "storage"
+    ]
+
+
+def test_the_integration_imports_storage_through_its_face() -> None:
+    """Outside storage/, only storage/__init__.py is imported: which module of which
+    backend holds a class is the room's own business (the PostgreSQL backend, loaded on
+    demand by postgres_packages.py, is imported by name there, not by an import line)."""
+    broken = [
+        f"{path.relative_to(PACKAGE)}:{line} imports {module}"
+        for path in sorted(PACKAGE.glob("*.py"))
+        for line, module in _storage_reaches(path.read_text(encoding="utf-8"))
+        if module != "storage"
+    ]
+    assert broken == []
+    found = _storage_reaches("from .storage import SqliteStorage\nfrom .storage.copy import x\n")
+    assert [module for _, module in found] == ["storage", "storage.copy"]
+
+
 # The model libraries: every call, workaround and error mapping lives under agent/, so
 # the Home Assistant side has one model path (conversation turns and AI Task alike).
 _MODEL_LIBRARIES = ("litellm", "langchain_litellm")

@@ -1,4 +1,5 @@
-"""The integration's SQLite files, opened once per Home Assistant and shared by its entries.
+"""The integration's storage (its SQLite files or PostgreSQL), opened once per Home Assistant
+and shared by its entries.
 
 Memories are about people, not models: every entry (an OpenAI one, an Ollama one) reads
 and writes the same `memory.db`; conversations (LangGraph threads, keyed by agent and
