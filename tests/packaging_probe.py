@@ -30,7 +30,7 @@ DOMAIN = "langgraph_conversation"
 # Modules whose packages Home Assistant installs only when the user chooses what needs
 # them (PostgreSQL, const.POSTGRES_REQUIREMENTS): a bare install does not have them.
 ON_DEMAND = {
-    f"custom_components.{DOMAIN}.storage.{name}" for name in ("postgres", "postgres_house")
+    f"custom_components.{DOMAIN}.storage.postgres{name}" for name in ("", ".backend", ".house")
 }
 
 

@@ -37,10 +37,11 @@ FORBIDDEN = {
 }
 
 
-def _imports(source: str, room: str) -> list[tuple[int, str]]:
-    """(line, what) for every import in a module of `room`: absolute module names, or
-    the room a relative one reaches ("tools", "agent", "storage", or "<integration>" for
-    the package's own top-level modules)."""
+def _imports(source: str, room: str, depth: int = 0) -> list[tuple[int, str]]:
+    """(line, what) for every import in a module of `room`, `depth` folders below the
+    room's own (storage/sqlite/store.py: 1): absolute module names, or the room a relative
+    one reaches ("tools", "agent", "storage", or "<integration>" for the package's own
+    top-level modules)."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -48,7 +49,7 @@ def _imports(source: str, room: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             if node.level == 0:
                 found.append((node.lineno, (node.module or "").split(".")[0]))
-            elif node.level == 1:
+            elif node.level <= depth + 1:
                 found.append((node.lineno, room))  # the same room
             else:
                 target = (node.module or "").split(".")[0]
@@ -65,7 +66,9 @@ def test_rooms_import_only_what_they_may(room: str) -> None:
     broken = [
         f"{path.relative_to(PACKAGE)}:{line} imports {target}"
         for path in files
-        for line, target in _imports(path.read_text(encoding="utf-8"), room)
+        for line, target in _imports(
+            path.read_text(encoding="utf-8"), room, len(path.relative_to(PACKAGE / room).parts) - 1
+        )
         if target in FORBIDDEN[room]
     ]
     assert broken == []
@@ -92,9 +95,26 @@ def test_the_check_sees_forbidden_imports() -> None:
     ]
 
 
+def test_the_check_knows_where_a_subpackage_module_stands() -> None:
+    """In a subpackage (storage/sqlite/store.py), `..` is still the room and `...` the
+    integration: reaching into another room or a top-level module from there is seen."""
+    source = (
+        "from .database import SqliteDatabase\n"
+        "from ..ranking import hybrid_scores\n"
+        "from ...agent.model import ModelAccess\n"
+        "from ... import const\n"
+    )
+    assert [target for _, target in _imports(source, "storage", depth=1)] == [
+        "storage",
+        "storage",
+        "agent",
+        "<integration>",
+    ]
+
+
 # Packages Home Assistant installs only for an entry that chooses PostgreSQL
-# (const.POSTGRES_REQUIREMENTS): imported by storage/postgres.py and the module it builds
-# on, storage/postgres_house.py, alone.
+# (const.POSTGRES_REQUIREMENTS): imported by the PostgreSQL backend, storage/postgres/,
+# alone.
 _ON_DEMAND = (
     "psycopg",
     "psycopg_pool",
@@ -113,7 +133,11 @@ def _absolute_imports(source: str) -> list[tuple[int, str]]:
     return found
 
 
-_POSTGRES_MODULES = {"storage/postgres.py", "storage/postgres_house.py"}
+_POSTGRES_MODULES = {
+    "storage/postgres/__init__.py",
+    "storage/postgres/backend.py",
+    "storage/postgres/house.py",
+}
 
 
 def test_postgres_packages_are_imported_by_the_postgres_modules_only() -> None:
@@ -126,6 +150,34 @@ def test_postgres_packages_are_imported_by_the_postgres_modules_only() -> None:
         if any(module == name or module.startswith(f"{name}.") for name in _ON_DEMAND)
     ]
     assert broken == []
+
+
+def _storage_reaches(source: str) -> list[tuple[int, str]]:
+    """(line, module) for every relative import of a top-level integration module that
+    names something in storage/ ("storage" for the face, "storage.sqlite.store" below it)."""
+    return [
+        (node.lineno, node.module)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom)
+        and node.level == 1
+        and node.module is not None
+        and node.module.split(".")[0] == "storage"
+    ]
+
+
+def test_the_integration_imports_storage_through_its_face() -> None:
+    """Outside storage/, only storage/__init__.py is imported: which module of which
+    backend holds a class is the room's own business (the PostgreSQL backend, loaded on
+    demand by postgres_packages.py, is imported by name there, not by an import line)."""
+    broken = [
+        f"{path.relative_to(PACKAGE)}:{line} imports {module}"
+        for path in sorted(PACKAGE.glob("*.py"))
+        for line, module in _storage_reaches(path.read_text(encoding="utf-8"))
+        if module != "storage"
+    ]
+    assert broken == []
+    found = _storage_reaches("from .storage import SqliteStorage\nfrom .storage.copy import x\n")
+    assert [module for _, module in found] == ["storage", "storage.copy"]
 
 
 # The model libraries: every call, workaround and error mapping lives under agent/, so

@@ -19,6 +19,8 @@ from custom_components.langgraph_conversation.const import (
     STORAGE_POSTGRES,
 )
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
+from custom_components.langgraph_conversation.storage import SqliteStorage
+from custom_components.langgraph_conversation.storage.postgres import PostgresStorage
 from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
@@ -56,7 +58,7 @@ async def _choose_postgres(hass: HomeAssistant, entry: MockConfigEntry, url: str
         entry, options={**entry.options, CONF_STORAGE: STORAGE_POSTGRES, CONF_POSTGRES_URL: url}
     )
     await hass.async_block_till_done()
-    assert hass.data[DATA_STORAGE].postgres is not None
+    assert isinstance(hass.data[DATA_STORAGE].backend, PostgresStorage)
 
 
 async def test_files_move_to_postgres_and_back_without_loss(
@@ -141,7 +143,7 @@ async def test_files_move_to_postgres_and_back_without_loss(
     assert back["threads"]["copied"] >= 1  # the new conversations, and the continued one
     hass.config_entries.async_update_entry(setup_integration, options={})
     await hass.async_block_till_done()
-    assert hass.data[DATA_STORAGE].postgres is None
+    assert isinstance(hass.data[DATA_STORAGE].backend, SqliteStorage)
     openai_server.add_text("Sunday.")
     await _ask(hass, setup_integration, "When do the plants need water?")
     assert any("Plants need water on Sunday" in text for text in _said(openai_server))

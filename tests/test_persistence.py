@@ -28,6 +28,7 @@ from custom_components.langgraph_conversation.persistence import (
     StorageSettings,
     combine_settings,
 )
+from custom_components.langgraph_conversation.storage.postgres import PostgresStorage
 from fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
@@ -63,7 +64,7 @@ async def test_conversation_continues_after_reload(
     openai_server.add_text("Nice to meet you, Ada.")
     first = await _ask(hass, setup_integration, "My name is Ada.", None)
     threads_db = Path(hass.config.path("langgraph_conversation", "threads.db"))
-    on_postgres = hass.data[DATA_STORAGE].postgres is not None
+    on_postgres = isinstance(hass.data[DATA_STORAGE].backend, PostgresStorage)
     assert on_postgres is ("postgres_url" in setup_integration.options)
     # With PostgreSQL nothing is written under the configuration directory.
     assert await hass.async_add_executor_job(threads_db.is_file) is not on_postgres

@@ -34,6 +34,7 @@ from custom_components.langgraph_conversation.const import (
     SUBENTRY_CONVERSATION,
 )
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
+from custom_components.langgraph_conversation.storage.postgres import PostgresStorage
 from fakes import FakeOpenAIServer, ToolCall
 from fakes.postgres_server import APP_PASSWORD, PostgresServer
 from homeassistant import loader
@@ -307,7 +308,7 @@ async def test_database_gone_mid_use_the_answer_continues_and_nothing_is_lost(
     )
     assert await hass.config_entries.async_reload(entry.entry_id)
     await hass.async_block_till_done()
-    assert hass.data[DATA_STORAGE].postgres is not None
+    assert isinstance(hass.data[DATA_STORAGE].backend, PostgresStorage)
     openai_server.add_text("You are Ada.")
     await _ask(hass, entry, "Who am I?", before.conversation_id)
     said = [text_of(m) for m in messages_of(openai_server.requests[-1], "user")]

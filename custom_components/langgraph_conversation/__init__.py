@@ -27,8 +27,6 @@ from .const import (
 from .persistence import async_acquire_storage, async_release_storage, report_threads_failure
 from .profile import agent_roles
 from .services import async_register_services
-from .storage.links import SqliteLinkStore
-from .storage.ratings import SqliteRatingStore
 from .tools.effects import EffectGate
 
 _LOGGER = logging.getLogger(__name__)
@@ -58,27 +56,20 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     storage = await async_acquire_storage(hass, entry)
     # Critical effects of the agents' tool calls wait for a yes (tools/effects.py).
     entry.async_on_unload(EffectGate.acquire(hass).release_use)
-    if storage.postgres is not None:
-        # LangGraph's PostgreSQL saver and store, links and ratings in the same database.
-        entry.runtime_data = AgentRuntime(
-            access,
-            storage.threads,
-            store=storage.memory,
-            links=storage.postgres.storage.links,
-            ratings=storage.postgres.storage.ratings,
-        )
-    elif storage.threads is not None:
-        entry.runtime_data = AgentRuntime(
-            access,
-            storage.threads,
-            store=storage.memory,
-            links=SqliteLinkStore(storage.threads.database),
-            ratings=SqliteRatingStore(storage.threads.database),
-        )
+    backend = storage.backend
+    if backend is not None and backend.saver is not None:
+        checkpointer, max_threads = backend.saver, None
     else:
-        entry.runtime_data = AgentRuntime(
-            access, memory_checkpointer(), store=storage.memory, max_threads=MEMORY_THREADS
-        )
+        # No database holds the conversations: they live in memory, bounded.
+        checkpointer, max_threads = memory_checkpointer(), MEMORY_THREADS
+    entry.runtime_data = AgentRuntime(
+        access,
+        checkpointer,
+        store=storage.memory,
+        max_threads=max_threads,
+        links=backend.links if backend is not None else None,
+        ratings=backend.ratings if backend is not None else None,
+    )
     entry.runtime_data.storage_errors = storage.errors
     entry.runtime_data.on_storage_error = partial(report_threads_failure, hass)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)

@@ -706,7 +706,7 @@ async def _postgres_error(hass: HomeAssistant, url: str) -> str | None:
     """Install PostgreSQL's packages if missing and connect once; the flow error key or None.
 
     Each failure has its own key (refused, password, database, rights, TLS). The log line
-    never holds the URL's password (storage/postgres.py removes it from every message).
+    never holds the URL's password (storage/postgres/ removes it from every message).
     """
     if not url:
         return "postgres_url_missing"

@@ -85,6 +85,5 @@ async def _storage_stats(hass: HomeAssistant) -> dict[str, Any]:
     return {
         # What all entries' options combine to (persistence.combine_settings).
         "settings": shared.settings.as_diagnostics(),
-        "threads": await shared.threads.stats() if shared.threads else "unavailable",
-        "memory": await shared.memory.stats() if shared.memory else "unavailable",
+        **await shared.async_stats(),
     }

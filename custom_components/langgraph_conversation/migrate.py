@@ -19,11 +19,7 @@ from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
 
 from .const import DOMAIN, MEMORY_FILE, THREADS_FILE
 from .persistence import DATA_STORAGE
-from .storage.checkpointer import SqliteCheckpointSaver
-from .storage.copy import CopyCounts, copy_links, copy_memories, copy_ratings, copy_threads
-from .storage.links import SqliteLinkStore
-from .storage.ratings import SqliteRatingStore
-from .storage.store import SqliteStore
+from .storage import SQLITE_ERRORS, CopyCounts, SqliteStorage, copy_storage
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -39,9 +35,10 @@ async def async_migrate(hass: HomeAssistant, direction: str) -> dict[str, Any]:
         raise ServiceValidationError(
             translation_domain=DOMAIN, translation_key="postgres_not_chosen"
         )
-    if shared.postgres is None:
+    database = shared.backend
+    if database is None:
+        # PostgreSQL is chosen (above), so an open backend is the database.
         raise HomeAssistantError(translation_domain=DOMAIN, translation_key="postgres_not_open")
-    postgres = shared.postgres.storage
     folder = Path(hass.config.path(DOMAIN))
     if direction == TO_POSTGRES and not await hass.async_add_executor_job(
         lambda: (folder / THREADS_FILE).is_file() or (folder / MEMORY_FILE).is_file()
@@ -50,28 +47,16 @@ async def async_migrate(hass: HomeAssistant, direction: str) -> dict[str, Any]:
     await hass.async_add_executor_job(lambda: folder.mkdir(parents=True, exist_ok=True))
     counts = CopyCounts()
     try:
-        threads = await SqliteCheckpointSaver.open(folder / THREADS_FILE)
+        files = await SqliteStorage.open(folder / THREADS_FILE, folder / MEMORY_FILE)
         try:
-            memory = await SqliteStore.open(folder / MEMORY_FILE)
-            try:
-                links = SqliteLinkStore(threads.database)
-                ratings = SqliteRatingStore(threads.database)
-                if direction == TO_POSTGRES:
-                    memory.keep_reads_untouched()
-                    await copy_threads(threads, postgres.saver, counts)
-                    await copy_links(links, postgres.links, counts)
-                    await copy_ratings(ratings, postgres.ratings, counts)
-                    await copy_memories(memory, postgres.store, counts)
-                else:
-                    await copy_threads(postgres.saver, threads, counts)
-                    await copy_links(postgres.links, links, counts)
-                    await copy_ratings(postgres.ratings, ratings, counts)
-                    await copy_memories(postgres.store, memory, counts)
-            finally:
-                await memory.aclose()
+            if direction == TO_POSTGRES:
+                files.keep_reads_untouched()
+                await copy_storage(files, database, counts)
+            else:
+                await copy_storage(database, files, counts)
         finally:
-            await threads.aclose()
-    except (OSError, *shared.errors) as err:
+            await files.aclose()
+    except (OSError, *SQLITE_ERRORS, *database.errors) as err:
         # What was copied stays; running the action again goes on from there.
         _LOGGER.error("Storage copy %s stopped: %s (so far: %s)", direction, err, counts)
         raise HomeAssistantError(

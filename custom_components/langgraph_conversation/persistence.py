@@ -1,4 +1,5 @@
-"""The integration's SQLite files, opened once per Home Assistant and shared by its entries.
+"""The integration's storage (its SQLite files or PostgreSQL), opened once per Home Assistant
+and shared by its entries.
 
 Memories are about people, not models: every entry (an OpenAI one, an Ollama one) reads
 and writes the same `memory.db`; conversations (LangGraph threads, keyed by agent and
@@ -19,12 +20,14 @@ so differing values combine, always towards keeping more:
 - embedding model: that of the earliest added entry that sets one (Home Assistant's order);
 - PostgreSQL instead of the files: the URL of the earliest added entry that chooses it.
 
-With PostgreSQL, LangGraph's official saver and store (storage/postgres.py) take the files'
-place; its packages are installed on demand (postgres_packages.py). A database that cannot
-be opened is a repair issue, and the agents answer without memories, keeping conversations
-in memory, as with a file that cannot be opened. When the combined choice changes while
-storage is open (an entry's options changed), the storage is opened anew and the other
-entries are reloaded so that every agent uses the same one.
+Either way the storage is one backend (storage/backend.py's StorageBackend), asked
+everything through that protocol. With PostgreSQL, LangGraph's official saver and store
+(storage/postgres/) take the files' place; its packages are installed on demand
+(postgres_packages.py). A database that cannot be opened is a repair issue, and the agents
+answer without memories, keeping conversations in memory, as with a file that cannot be
+opened. When the combined choice changes while storage is open (an entry's options
+changed), the storage is opened anew and the other entries are reloaded so that every
+agent uses the same one.
 """
 
 from __future__ import annotations
@@ -36,7 +39,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 import logging
 from pathlib import Path
-import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from homeassistant.config_entries import ConfigEntry, ConfigEntryState
@@ -70,11 +72,19 @@ from .const import (
     THREADS_FILE,
 )
 from .postgres_packages import PostgresNotInstalled, async_load_postgres
-from .storage.checkpointer import SqliteCheckpointSaver
-from .storage.sqlite import SqliteDatabase
-from .storage.store import SqliteStore
+from .storage import (
+    SQLITE_ERRORS,
+    SqliteCheckpointSaver,
+    SqliteDatabase,
+    SqliteStorage,
+    SqliteStore,
+    StorageBackend,
+)
 
 if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.store.base import BaseStore
+
     # Only for annotations: the integration's __init__ imports this module.
     from . import LangGraphConfigEntry
 
@@ -160,45 +170,66 @@ def combine_settings(ordered: Sequence[StorageSettings]) -> StorageSettings:
 class SharedStorage:
     """Open storage, the entries using it and their combined settings."""
 
-    # SQLite's file classes, or LangGraph's PostgreSQL store and saver (storage/postgres.py).
-    memory: Any = None
-    threads: Any = None
-    # The open PostgreSQL storage (its pool, links and ratings), when PostgreSQL is used.
-    postgres: Any = None
+    # The SQLite files or the PostgreSQL database; None until opened, and while the chosen
+    # database cannot be opened.
+    backend: StorageBackend | None = None
     # The URL the storage was last opened for (None: the SQLite files).
     opened_for: str | None = None
-    # The embedding model the PostgreSQL store was opened with (its index is fixed then).
-    postgres_embedding: ModelAccess | None = None
+    # The embedding model the backend was given (None: memories get no vectors).
+    embedding: ModelAccess | None = None
     # Each entry's own settings; `settings` is their combination.
     entries: dict[str, StorageSettings] = field(default_factory=dict)
     settings: StorageSettings = field(default_factory=StorageSettings)
+    # How a failure of the open backend's conversations is reported (None: as the
+    # conversations' file's; see report_threads_failure).
+    report_failure: Callable[[Exception], None] | None = None
     _cancel_maintenance: CALLBACK_TYPE | None = None
     _cancel_stop_listener: CALLBACK_TYPE | None = None
     _backfill: asyncio.Task[int] | None = None
-    _embedder: LiteLLMEmbedder | None = None
+
+    @property
+    def threads(self) -> BaseCheckpointSaver | None:
+        """The conversations' saver, when open."""
+        return self.backend.saver if self.backend is not None else None
+
+    @property
+    def memory(self) -> BaseStore | None:
+        """The memory store, when open."""
+        return self.backend.store if self.backend is not None else None
+
+    @property
+    def errors(self) -> tuple[type[BaseException], ...]:
+        """The exceptions the open storage raises when its database fails."""
+        return self.backend.errors if self.backend is not None else ()
+
+    @property
+    def choice_changed(self) -> bool:
+        """Whether the open storage is not the one the settings ask for: another database,
+        or another embedding model where the backend takes it only when it opens."""
+        if self.opened_for != self.settings.postgres_url:
+            return True
+        backend = self.backend
+        return (
+            backend is not None
+            and backend.embedding_fixed
+            and self.embedding != self.settings.embedding
+        )
 
     async def async_expire_threads(self) -> int:
         """Delete threads nobody used for the idle days setting; how many went."""
         days = self.settings.thread_idle_days
-        if self.threads is None or days <= 0:
+        backend = self.backend  # the storage open now (it may close while this runs)
+        if backend is None or days <= 0:
             return 0
         cutoff = dt_util.utcnow() - timedelta(days=days)
-        errors = self.errors  # of the storage open now (it may close while this runs)
         try:
-            removed = await self.threads.adelete_threads_idle_since(cutoff)
-        except errors as err:
+            removed = await backend.expire_threads(cutoff)
+        except backend.errors as err:
             _LOGGER.warning("Could not delete idle conversations: %s", err)
             return 0
         if removed:
             _LOGGER.info("Deleted %d conversations idle for %d days", removed, days)
         return removed
-
-    @property
-    def errors(self) -> tuple[type[BaseException], ...]:
-        """The exceptions the open storage raises when its database fails."""
-        if self.postgres is None:
-            return (sqlite3.Error,)
-        return (sqlite3.Error, *self.postgres.errors)
 
     async def async_sweep_memories(self) -> int:
         """Delete stored items whose time to live ran out; how many went.
@@ -206,43 +237,48 @@ class SharedStorage:
         Reads never return an expired item (LangGraph's store contract); this frees
         their rows, search entries and vectors.
         """
-        if self.memory is None:
+        backend = self.backend  # the storage open now (it may close while this runs)
+        if backend is None:
             return 0
-        # LangGraph's PostgreSQL store has its own sweep; ours is the SQLite store's.
-        sweep = self.memory.sweep_ttl if self.postgres is not None else self.memory.asweep_expired
-        errors = self.errors  # of the storage open now (it may close while this runs)
         try:
-            return await sweep()
-        except errors as err:
+            return await backend.sweep_memories()
+        except backend.errors as err:
             _LOGGER.warning("Could not delete expired memory items: %s", err)
             return 0
 
+    async def async_stats(self) -> dict[str, Any]:
+        """The open storage's figures for diagnostics."""
+        if self.backend is None:
+            return {"threads": "unavailable", "memory": "unavailable"}
+        return await self.backend.stats()
+
     async def async_apply(self, hass: HomeAssistant) -> None:
-        """Combine the entries' settings and apply them to the open files."""
+        """Combine the entries' settings and apply them to the open storage."""
         position = {
             entry.entry_id: index
             for index, entry in enumerate(hass.config_entries.async_entries(DOMAIN))
         }
         ordered = sorted(self.entries, key=lambda entry_id: position.get(entry_id, len(position)))
         self.settings = combine_settings([self.entries[entry_id] for entry_id in ordered])
-        if self.threads is not None:
-            self.threads.keep_last = self.settings.checkpoints_kept
-        if self.memory is None or self.postgres is not None:
-            # LangGraph's store takes its vector index when it opens (a changed embedding
-            # model reopens it: async_acquire_storage).
+        backend = self.backend
+        if backend is None:
+            return
+        backend.keep_checkpoints(self.settings.checkpoints_kept)
+        if backend.store is None or backend.embedding_fixed:
+            # A backend that takes its embedding model when it opens is opened anew for
+            # another one (async_acquire_storage).
             return
         wanted = self.settings.embedding
-        in_use = self._embedder.access if self._embedder and self.memory.embedding_model else None
+        in_use = self.embedding if backend.embeds else None
         if wanted == in_use:
             return
-        self._embedder = (
-            LiteLLMEmbedder(wanted, timeout=EMBEDDING_TIMEOUT) if wanted is not None else None
-        )
+        self.embedding = wanted
         if wanted is None:
-            self.memory.configure_embeddings(None)
+            backend.use_embeddings(None, None)
         else:
+            embedder = LiteLLMEmbedder(wanted, timeout=EMBEDDING_TIMEOUT)
             await hass.async_add_executor_job(warm_up_embeddings, wanted)
-            self.memory.configure_embeddings(self._embedder, wanted.model)
+            backend.use_embeddings(embedder, wanted.model)
             # A backfill still running embeds with the model it started with; the new
             # model needs its own.
             running, self._backfill = self._backfill, None
@@ -253,25 +289,19 @@ class SharedStorage:
     @callback
     def async_start_backfill(self, hass: HomeAssistant) -> None:
         """Give memories without a vector of the current model one, in the background."""
-        if self.memory is None:
-            return
-        if self.postgres is not None:
-            if self.memory.index_config is None:
-                return
-        elif self.memory.embedding_model is None:
+        backend = self.backend
+        if backend is None or not backend.embeds:
             return
         if self._backfill is not None and not self._backfill.done():
             return
         self._backfill = hass.async_create_background_task(
-            self._async_backfill(self.memory), f"{DOMAIN} memory vectors"
+            self._async_backfill(backend), f"{DOMAIN} memory vectors"
         )
 
-    async def _async_backfill(self, memory: Any) -> int:
-        """`memory` is the SQLite store or LangGraph's PostgreSQL store (postgres_house.py)."""
-        errors = self.errors  # of the storage open now (it may close while this runs)
+    async def _async_backfill(self, backend: StorageBackend) -> int:
         try:
-            done = await memory.abackfill_vectors(EMBEDDING_BACKFILL_LIMIT)
-        except errors as err:
+            done = await backend.backfill_vectors(EMBEDDING_BACKFILL_LIMIT)
+        except backend.errors as err:
             _LOGGER.warning("Could not add vectors to memories: %s", err)
             return 0
         if done:
@@ -279,7 +309,7 @@ class SharedStorage:
         return done
 
     async def async_close(self) -> None:
-        """Close every file (idempotent)."""
+        """Close the storage (idempotent)."""
         if self._cancel_maintenance is not None:
             self._cancel_maintenance()
             self._cancel_maintenance = None
@@ -295,16 +325,11 @@ class SharedStorage:
             backfill.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await backfill
-        memory, self.memory = self.memory, None
-        threads, self.threads = self.threads, None
-        postgres, self.postgres = self.postgres, None
-        if postgres is not None:
-            await postgres.storage.aclose()
-            return
-        if memory is not None:
-            await memory.aclose()
-        if threads is not None:
-            await threads.aclose()
+        backend, self.backend = self.backend, None
+        self.embedding = None
+        self.report_failure = None
+        if backend is not None:
+            await backend.aclose()
 
 
 DATA_STORAGE: HassKey[SharedStorage] = HassKey(f"{DOMAIN}_storage")
@@ -331,7 +356,7 @@ async def _async_open[T](
     path = Path(hass.config.path(DOMAIN, file_name))
     try:
         opened = await opener(path)
-    except (OSError, sqlite3.Error) as err:
+    except (OSError, *SQLITE_ERRORS) as err:
         _LOGGER.error("%s is unavailable, continuing without it: %s", path, err)
         _report(hass, issue, path, err)
         return None
@@ -343,7 +368,7 @@ async def _async_reopen(hass: HomeAssistant, database: SqliteDatabase, issue: st
     """Reconnect a file closed after damage; whether it works now."""
     try:
         await database.reopen()
-    except (OSError, sqlite3.Error) as err:
+    except (OSError, *SQLITE_ERRORS) as err:
         _LOGGER.error("%s is still unavailable: %s", database.path, err)
         _report(hass, issue, database.path, err)
         return False
@@ -354,19 +379,11 @@ async def _async_reopen(hass: HomeAssistant, database: SqliteDatabase, issue: st
 
 @callback
 def _watch(hass: HomeAssistant, database: SqliteDatabase, failed_issue: str | None) -> None:
-    """Repair issues for faults of a file in use (see storage/sqlite.py)."""
+    """Repair issues for faults of a file in use (see storage/sqlite/database.py)."""
     database.on_restore = lambda: _report(hass, RESTORED_ISSUE, database.path, None)
     if failed_issue is not None:
         database.on_failure = lambda error: _report(hass, failed_issue, database.path, error)
         database.on_recovery = lambda: ir.async_delete_issue(hass, DOMAIN, failed_issue)
-
-
-@dataclass(slots=True)
-class _OpenPostgres:
-    """PostgreSQL storage and its module (loaded only once PostgreSQL is chosen)."""
-
-    storage: Any
-    errors: tuple[type[BaseException], ...]
 
 
 async def _async_open_postgres(hass: HomeAssistant, shared: SharedStorage, url: str) -> None:
@@ -390,11 +407,12 @@ async def _async_open_postgres(hass: HomeAssistant, shared: SharedStorage, url: 
             problem, message = str(err.problem), str(err)
         else:
             ir.async_delete_issue(hass, DOMAIN, POSTGRES_ISSUE)
-            storage.saver.keep_last = shared.settings.checkpoints_kept
-            shared.postgres = _OpenPostgres(storage, postgres.ERRORS)
-            shared.threads = storage.saver
-            shared.memory = storage.store
-            shared.postgres_embedding = embedding
+            storage.keep_checkpoints(shared.settings.checkpoints_kept)
+            shared.backend = storage
+            shared.embedding = embedding
+            shared.report_failure = lambda error: _report_postgres(
+                hass, "failed", storage.describe(error)
+            )
             shared.async_start_backfill(hass)
             if embedding is not None and storage.store.vector_problem:
                 # Once per opening: the search works, by words, and needs no repair.
@@ -424,36 +442,44 @@ def _report_postgres(hass: HomeAssistant, problem: str, message: str) -> None:
 
 
 async def _async_open_missing(hass: HomeAssistant, shared: SharedStorage) -> None:
-    """Open the files that are not open, and reopen those closed after damage."""
+    """Open the storage chosen if it is not open, or the files of it that are not, and
+    reopen those closed after damage."""
     # What was chosen, whether or not it opens (a failing database is retried at the next
     # setup, not switched away from).
     shared.opened_for = shared.settings.postgres_url
     if url := shared.settings.postgres_url:
-        if shared.postgres is None:
+        if shared.backend is None:
             await _async_open_postgres(hass, shared, url)
         return
-    if shared.memory is None:
-        shared.memory = await _async_open(hass, MEMORY_FILE, MEMORY_ISSUE, SqliteStore.open)
-        if shared.memory is not None:
-            _watch(hass, shared.memory.database, MEMORY_FAILED_ISSUE)
+    # With the files chosen, an open backend is theirs (another choice closed it).
+    files = shared.backend
+    if not isinstance(files, SqliteStorage):
+        files = shared.backend = SqliteStorage()
+    await _async_open_files(hass, files, shared.settings.checkpoints_kept)
+
+
+async def _async_open_files(hass: HomeAssistant, files: SqliteStorage, keep_last: int) -> None:
+    """Each file on its own: one that cannot be opened leaves the other working."""
+    if files.store is None:
+        files.store = await _async_open(hass, MEMORY_FILE, MEMORY_ISSUE, SqliteStore.open)
+        if files.store is not None:
+            _watch(hass, files.store.database, MEMORY_FAILED_ISSUE)
             ir.async_delete_issue(hass, DOMAIN, MEMORY_FAILED_ISSUE)
-    elif _needs_reopening(shared.memory.database) and await _async_reopen(
-        hass, shared.memory.database, MEMORY_ISSUE
+    elif _needs_reopening(files.store.database) and await _async_reopen(
+        hass, files.store.database, MEMORY_ISSUE
     ):
         ir.async_delete_issue(hass, DOMAIN, MEMORY_FAILED_ISSUE)
-    if shared.threads is None:
-        shared.threads = await _async_open(
+    if files.saver is None:
+        files.saver = await _async_open(
             hass,
             THREADS_FILE,
             THREADS_ISSUE,
-            lambda path: SqliteCheckpointSaver.open(
-                path, keep_last=shared.settings.checkpoints_kept
-            ),
+            lambda path: SqliteCheckpointSaver.open(path, keep_last=keep_last),
         )
-        if shared.threads is not None:
-            _watch(hass, shared.threads.database, None)
-    elif _needs_reopening(shared.threads.database):
-        await _async_reopen(hass, shared.threads.database, THREADS_ISSUE)
+        if files.saver is not None:
+            _watch(hass, files.saver.database, None)
+    elif _needs_reopening(files.saver.database):
+        await _async_reopen(hass, files.saver.database, THREADS_ISSUE)
 
 
 def _needs_reopening(database: SqliteDatabase) -> bool:
@@ -473,8 +499,8 @@ def report_threads_failure(hass: HomeAssistant, error: Exception) -> None:
     """The conversations file (or database) failed while in use: say so; a reload tries it
     again."""
     shared = hass.data.get(DATA_STORAGE)
-    if shared is not None and shared.postgres is not None:
-        _report_postgres(hass, "failed", shared.postgres.storage.describe(error))
+    if shared is not None and shared.report_failure is not None:
+        shared.report_failure(error)
         return
     _report(hass, THREADS_ISSUE, Path(hass.config.path(DOMAIN, THREADS_FILE)), error)
 
@@ -525,13 +551,7 @@ async def async_acquire_storage(hass: HomeAssistant, entry: ConfigEntry) -> Shar
             )
         shared.entries[entry.entry_id] = StorageSettings.of_entry(entry)
         await shared.async_apply(hass)
-        if not first and (
-            shared.opened_for != shared.settings.postgres_url
-            or (
-                shared.postgres is not None
-                and shared.postgres_embedding != shared.settings.embedding
-            )
-        ):
+        if not first and shared.choice_changed:
             await _async_switch(hass, shared, entry)
         await _async_open_missing(hass, shared)
         await shared.async_apply(hass)

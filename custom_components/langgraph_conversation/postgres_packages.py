@@ -3,7 +3,7 @@
 They are not in the manifest, so the default SQLite path installs nothing more. Home
 Assistant's requirements helper installs them (under its own constraints) the first time
 they are needed and remembers they are there; offline, once installed, nothing is fetched.
-storage/postgres.py is imported only after that, in the executor (importing psycopg reads
+storage/postgres/ is imported only after that, in the executor (importing psycopg reads
 files and loads libpq).
 
 Home Assistant started with --skip-pip installs nothing for integrations, but its
@@ -57,7 +57,7 @@ def _missing_skipped(skip_all: bool, skip_names: list[str]) -> list[str]:
 
 
 async def async_load_postgres(hass: HomeAssistant) -> ModuleType:
-    """storage/postgres.py, its packages installed first if they are missing."""
+    """storage/postgres/, its packages installed first if they are missing."""
     skip_all = hass.config.skip_pip
     if missing := await hass.async_add_executor_job(
         _missing_skipped, skip_all, list(hass.config.skip_pip_packages)

@@ -1,6 +1,6 @@
 """Figure 5's memory search: synthetic household memories, questions, a fake embedder.
 
-Fills a fresh store (storage/store.py's SqliteStore) with N synthetic household memories
+Fills a fresh store (storage/sqlite/store.py's SqliteStore) with N synthetic household memories
 (short sentences from word lists, fixed seed) spread over a few people's namespaces, then
 times M searches, with full-text search only and with a fake 64-dimension embedder (hybrid
 ranking). storage.py runs `run` for figure 5 and takes `memory`, `question` and
@@ -29,7 +29,7 @@ import zlib
 
 from langgraph.store.base import PutOp
 
-from custom_components.langgraph_conversation.storage.store import SqliteStore
+from custom_components.langgraph_conversation.storage import SqliteStore
 
 TARGET_P95_MS = 10.0
 SEARCH_LIMIT = 5

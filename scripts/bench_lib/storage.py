@@ -2,8 +2,8 @@
 on PostgreSQL (a throwaway server from fakes/postgres_server.py: Debian's build in the leg)
 the same threads' size in LangGraph's checkpoint tables, and memory search.
 
-The thread file is `storage/checkpointer.py`'s `SqliteCheckpointSaver`; the memory search
-is memory_search.py's measurement of `storage/store.py`'s `SqliteStore`.
+The thread file is `storage/sqlite/checkpointer.py`'s `SqliteCheckpointSaver`; the memory
+search is memory_search.py's measurement of `storage/sqlite/store.py`'s `SqliteStore`.
 
 The thread figure drives the agent runtime itself (agent/runtime.py, no Home Assistant) with
 each saver in turn, against the same fake server: the same graph writes the same
@@ -89,9 +89,7 @@ async def thread_size_rows(bench: Bench) -> list[Row]:
     """threads.db after N turns of one thread: ours vs AsyncSqliteSaver."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from custom_components.langgraph_conversation.storage.checkpointer import (
-        SqliteCheckpointSaver,
-    )
+    from custom_components.langgraph_conversation.storage import SqliteCheckpointSaver
 
     const = importlib.import_module(f"{PACKAGE}.const")
     retention = _retention(const)

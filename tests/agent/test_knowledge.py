@@ -25,7 +25,7 @@ from custom_components.langgraph_conversation.agent.knowledge import (
 )
 from custom_components.langgraph_conversation.agent.knowledge_files import RefusedFile, read_inside
 from custom_components.langgraph_conversation.agent.memory import MemoryScope, recall
-from custom_components.langgraph_conversation.storage.store import SqliteStore
+from custom_components.langgraph_conversation.storage import SqliteStore
 
 from ..hostile_files import LINK_SHAPES, SPECIAL_FILES, pdf_workers
 from ..pdf_files import inflating, numbered_pages

@@ -1,4 +1,4 @@
-"""Tests of the SQLite storage layer, and the deterministic graphs they share.
+"""Tests of storage/ (its backends: sqlite/, postgres/), and the deterministic graphs they share.
 
 Every message gets an explicit id: LangGraph would otherwise give it a random one, and
 two runs of the same scenario could not be compared value for value.

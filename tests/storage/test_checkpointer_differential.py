@@ -1,7 +1,7 @@
 """The same graphs on our saver and on a reference: same states, same history.
 
 The references: langgraph-checkpoint-sqlite's saver, and LangGraph's PostgreSQL saver as
-storage/postgres.py opens it on the test server (tests/postgres.py), so the same turns on
+storage/postgres/ opens it on the test server (tests/postgres.py), so the same turns on
 SQLite and PostgreSQL are shown to give the same states. Each scenario runs once per saver
 on fresh storage. What LangGraph reads back (final state, every checkpoint of
 `aget_state_history`, pending tasks, interrupts) must be identical; checkpoint ids and
@@ -24,8 +24,10 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Send, interrupt
 import pytest
 
-from custom_components.langgraph_conversation.storage.checkpointer import SqliteCheckpointSaver
 from custom_components.langgraph_conversation.storage.postgres import PostgresStorage
+from custom_components.langgraph_conversation.storage.sqlite.checkpointer import (
+    SqliteCheckpointSaver,
+)
 
 from . import build_chat_graph, build_confirmation_graph, human, reference_saver
 

@@ -26,6 +26,8 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.store.base import BaseStore
 
+from .backend import AnswerRatings, ConversationLinks, LinkTable, StorageBackend
+
 # Memories read from the source per request.
 _PAGE = 100
 
@@ -123,13 +125,34 @@ async def copy_memories(source: BaseStore, target: BaseStore, counts: CopyCounts
                 counts.memories_copied += 1
 
 
-async def copy_links(source: Any, target: Any, counts: CopyCounts) -> None:
+async def copy_storage(source: StorageBackend, target: StorageBackend, counts: CopyCounts) -> None:
+    """Everything of `source` into `target`: conversations, their links and ratings, and
+    memories (each as its function below says); both must have every part open."""
+    saver, links, ratings, store = _parts(source)
+    target_saver, target_links, target_ratings, target_store = _parts(target)
+    await copy_threads(saver, target_saver, counts)
+    await copy_links(links, target_links, counts)
+    await copy_ratings(ratings, target_ratings, counts)
+    await copy_memories(store, target_store, counts)
+
+
+def _parts(
+    storage: StorageBackend,
+) -> tuple[BaseCheckpointSaver, ConversationLinks, AnswerRatings, BaseStore]:
+    saver, links, ratings, store = storage.saver, storage.links, storage.ratings, storage.store
+    if saver is None or links is None or ratings is None or store is None:
+        raise ValueError("a storage copy needs every part of both storages open")
+    return saver, links, ratings, store
+
+
+async def copy_links(
+    source: ConversationLinks, target: ConversationLinks, counts: CopyCounts
+) -> None:
     """Every conversation link (which conversation continues which thread) of `source` into
-    `target`'s table, unless that conversation has a link there already; both are link
-    stores (storage/links.py, storage/postgres_house.py)."""
+    `target`'s table, unless that conversation has a link there already."""
     rows = await source.read(lambda table: table.all_rows())
 
-    def add(table: Any) -> int:
+    def add(table: LinkTable) -> int:
         added = 0
         for agent, party, conversation, thread, last_used in rows:
             if table.thread_of(agent, party, conversation) is None:
@@ -142,9 +165,9 @@ async def copy_links(source: Any, target: Any, counts: CopyCounts) -> None:
     counts.links_already_there += len(rows) - added
 
 
-async def copy_ratings(source: Any, target: Any, counts: CopyCounts) -> None:
+async def copy_ratings(source: AnswerRatings, target: AnswerRatings, counts: CopyCounts) -> None:
     """Every answer rating of `source` into `target`, unless that answer is rated there
-    already; both are rating stores (storage/ratings.py, storage/postgres_house.py)."""
+    already."""
     rows = await source.all_rows()
     added = await target.add_missing(rows)
     counts.ratings_copied += added

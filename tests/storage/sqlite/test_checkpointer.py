@@ -25,13 +25,13 @@ from langgraph.types import Command
 import ormsgpack
 import pytest
 
-from custom_components.langgraph_conversation.storage.checkpointer import (
+from custom_components.langgraph_conversation.storage.sqlite.checkpointer import (
     SCHEMA_VERSION,
     SqliteCheckpointSaver,
 )
-from custom_components.langgraph_conversation.storage.sqlite import SchemaVersionError
+from custom_components.langgraph_conversation.storage.sqlite.database import SchemaVersionError
 
-from . import build_chat_graph, build_confirmation_graph, human, reference_saver
+from .. import build_chat_graph, build_confirmation_graph, human, reference_saver
 
 type OpenSaver = Callable[..., Awaitable[SqliteCheckpointSaver]]
 

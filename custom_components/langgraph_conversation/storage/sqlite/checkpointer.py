@@ -42,6 +42,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import INTERRUPT
 
+from .database import Migration, SqliteDatabase
 from .links import (
     TABLE as LINKS_TABLE,
     create_links_table,
@@ -53,7 +54,6 @@ from .ratings import (
     create_ratings_table,
     delete_ratings_of_threads,
 )
-from .sqlite import Migration, SqliteDatabase
 
 
 def _create_schema_v1(connection: sqlite3.Connection) -> None:

@@ -19,15 +19,17 @@ from custom_components.langgraph_conversation.agent.threads import (
     find_thread,
     thread_id_for,
 )
-from custom_components.langgraph_conversation.storage.checkpointer import SqliteCheckpointSaver
-from custom_components.langgraph_conversation.storage.links import SqliteLinkStore
+from custom_components.langgraph_conversation.storage.sqlite.checkpointer import (
+    SqliteCheckpointSaver,
+)
+from custom_components.langgraph_conversation.storage.sqlite.links import SqliteLinkStore
 
 from .test_checkpointer import put_checkpoint
 
 
 def _version_1_file(path: Path) -> None:
     """threads.db as the previous release wrote it: schema 1, one checkpoint row."""
-    from custom_components.langgraph_conversation.storage.checkpointer import MIGRATIONS
+    from custom_components.langgraph_conversation.storage.sqlite.checkpointer import MIGRATIONS
 
     with closing(sqlite3.connect(path, isolation_level=None)) as connection:
         MIGRATIONS[0](connection)

@@ -1,4 +1,4 @@
-"""Long-term memories: a LangGraph `BaseStore` on one SQLite file (see sqlite.py).
+"""Long-term memories: a LangGraph `BaseStore` on one SQLite file (see database.py).
 
 Why our own store: `langgraph-checkpoint-sqlite` hard-requires sqlite-vec, which has no musl
 wheels (Home Assistant OS and Container cannot install it). This store needs only the SQLite
@@ -21,10 +21,8 @@ encoding is unambiguous and "every namespace under P" is the text range [P + "."
 Ranking of a search with a query (its words are OR-ed; in large stores the commonest are
 left out, see _MAX_SCORED_ROWS):
     full text only:  score = -bm25 (FTS5's BM25 is negative; higher score = more relevant)
-    with embeddings: score = SEMANTIC_WEIGHT * max(cosine, 0)
-                             + (1 - SEMANTIC_WEIGHT) * bm25_score / max(bm25_score)
-        where bm25_score = -bm25 of the item (0 when it has no full-text match) and the
-        maximum is taken over the candidates of this search, so both parts lie in [0, 1].
+    with embeddings: the hybrid score of storage/ranking.py, with -bm25 as the word rank
+        (0 when the item has no full-text match).
 Without a query, items come newest first with score None.
 
 Vectors are tagged with the embedding model that made them, and a search compares only
@@ -33,7 +31,7 @@ item without a vector of the current model still ranks by its words; `abackfill_
 gives it one. When the embedding function fails, the operation goes on with full text only
 (one warning per run of failures): a memory is never lost to an embedding error.
 
-The store is async-only; `SqliteDatabase` (storage/sqlite.py) owns the connection, the
+The store is async-only; `SqliteDatabase` (storage/sqlite/database.py) owns the connection, the
 pragmas (WAL, busy_timeout), schema versions and the transactions, one at a time.
 """
 
@@ -41,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 import json
@@ -70,18 +68,15 @@ from langgraph.store.base import (
 )
 import numpy as np
 
-from .sqlite import SqliteDatabase, is_file_fault
+from ..backend import EmbedFunc
+from ..ranking import Scores, hybrid_scores
+from .database import SqliteDatabase, is_file_fault
 
 _LOGGER = logging.getLogger(__name__)
-
-type EmbedFunc = Callable[[list[str]], Awaitable[list[list[float]]]]
 
 NAMESPACE_SEPARATOR = "."
 # The character right after the separator: namespaces below P sort in [P + ".", P + "/").
 _AFTER_SEPARATOR = chr(ord(NAMESPACE_SEPARATOR) + 1)
-
-SEMANTIC_WEIGHT = 0.5
-"""Share of cosine similarity in the hybrid score; the rest is normalised BM25."""
 
 # Words of a query become quoted FTS5 strings; bounding them bounds the cost of a search.
 _QUERY_TERM = re.compile(r"[^\W_]+")
@@ -180,7 +175,6 @@ class _PutPlan:
 
 
 type _Ranked = list[tuple[int, SearchItem]]
-type _Scores = tuple[np.ndarray, np.ndarray]  # item ids (int64) and one score per id
 
 
 class SqliteStore(BaseStore):
@@ -710,7 +704,7 @@ def _hybrid_search(
         f" WHERE v.model = ? AND length(v.embedding) = ? AND {scope}",
         [model, query_vector.nbytes, *scope_params],
     ).fetchall()
-    ids, scores = _hybrid_scores(
+    ids, scores = hybrid_scores(
         _lexical_scores(lexical_rows), _cosine_similarities(query_vector, vector_rows)
     )
     # Best first; equal scores put the more recently created item (higher id) first.
@@ -727,30 +721,18 @@ def _hybrid_search(
     return [(item_id, _search_item(rows[item_id], score)) for item_id, score in page]
 
 
-def _lexical_scores(rows: list[sqlite3.Row]) -> _Scores:
+def _lexical_scores(rows: list[sqlite3.Row]) -> Scores:
     ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
     return ids, np.fromiter((row[1] for row in rows), dtype=np.float64, count=len(rows))
 
 
-def _cosine_similarities(query_vector: np.ndarray, rows: list[sqlite3.Row]) -> _Scores:
+def _cosine_similarities(query_vector: np.ndarray, rows: list[sqlite3.Row]) -> Scores:
     """Cosine similarity per item; both sides are unit vectors, so it is a dot product."""
     ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
     if not rows:
         return ids, np.zeros(0)
     matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32)
     return ids, matrix.reshape(len(rows), -1) @ query_vector
-
-
-def _hybrid_scores(lexical: _Scores, semantic: _Scores) -> _Scores:
-    """Combine BM25 and cosine per the module docstring; drop items that score nothing."""
-    (lexical_ids, bm25), (semantic_ids, cosines) = lexical, semantic
-    ids = np.union1d(lexical_ids, semantic_ids)
-    scores = np.zeros(len(ids))
-    if bm25.size and bm25.max() > 0:
-        scores[np.searchsorted(ids, lexical_ids)] += (1 - SEMANTIC_WEIGHT) * bm25 / bm25.max()
-    scores[np.searchsorted(ids, semantic_ids)] += SEMANTIC_WEIGHT * np.maximum(cosines, 0)
-    keep = scores > 0
-    return ids[keep], scores[keep]
 
 
 def _list_namespaces(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 import sqlite3
 
-from .sqlite import SqliteDatabase
+from .database import SqliteDatabase
 
 TABLE = "conversation_links"
 

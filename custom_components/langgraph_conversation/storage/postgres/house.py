@@ -7,7 +7,7 @@ The saver and the store stay LangGraph's own classes (subclassed, every LangGrap
 untouched but the two named below). Our tables live next to theirs, prefixed `lgc_`.
 The SQL on LangGraph's tables reads their columns only (thread_id, checkpoint_ns,
 checkpoint_id, the checkpoint's `ts` and `channel_versions`, the store's prefix and value),
-which tests/storage/test_postgres_house.py checks against the installed version.
+which tests/storage/postgres/test_house.py checks against the installed version.
 
 Vectors of two embedding models must never meet in one search, even when they have the
 same size (the SQLite store tags each vector with its model). LangGraph's `store_vectors`
@@ -21,7 +21,7 @@ same database opened with another model) uses no vectors until it is opened agai
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 import logging
 import re
@@ -33,18 +33,17 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.base import Op, PutOp, Result, SearchItem, SearchOp
 from langgraph.store.postgres.aio import AsyncPostgresStore
+import numpy as np
 import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from ..backend import EmbedFunc
+from ..ranking import Scores, hybrid_scores
+
 _LOGGER = logging.getLogger(__name__)
 
-type EmbedFunc = Callable[[list[str]], Awaitable[list[list[float]]]]
-
 LINKS_TABLE = "lgc_conversation_links"
-# Share of the vectors' cosine similarity in a hybrid score; the rest is the words' rank
-# (the SQLite store's weighting, storage/store.py).
-SEMANTIC_WEIGHT = 0.5
 RATINGS_TABLE = "lgc_answer_ratings"
 VECTOR_MODEL_TABLE = "lgc_vector_model"
 # WordSearchStore.vector_problem while another embedding model owns the vectors.
@@ -354,7 +353,7 @@ class WordSearchStore(AsyncPostgresStore):
         embedding model was down, or copied in without one); how many got one.
 
         Writes LangGraph's vector rows as its own put does (the columns
-        tests/storage/test_postgres_house.py checks), without touching the items, whose
+        tests/storage/postgres/test_house.py checks), without touching the items, whose
         times stay as they were. Stops at an embedding failure (the next run tries again).
         """
         if self.embeddings is None or not await self._owns_vectors():
@@ -448,26 +447,27 @@ def _uses_vectors(op: Op) -> bool:
 
 
 def _hybrid(by_words: list[SearchItem], by_meaning: list[SearchItem]) -> list[SearchItem]:
-    """One ranking: SEMANTIC_WEIGHT x cosine similarity (LangGraph's score, from 0 up) plus
-    the rest x the word rank over the best word rank; items that score nothing are left out."""
-    best_rank = max((item.score or 0.0 for item in by_words), default=0.0)
-    scores: dict[tuple[tuple[str, ...], str], float] = {}
+    """One ranking (storage/ranking.py) of the word search's items (ts_rank) and the vector
+    search's (LangGraph's score, a cosine similarity); equal scores newest first."""
     items: dict[tuple[tuple[str, ...], str], SearchItem] = {}
-    for item in by_words:
-        key = (item.namespace, item.key)
-        items[key] = item
-        if best_rank > 0:
-            scores[key] = (1 - SEMANTIC_WEIGHT) * (item.score or 0.0) / best_rank
-    for item in by_meaning:
-        key = (item.namespace, item.key)
-        items.setdefault(key, item)
-        scores[key] = scores.get(key, 0.0) + SEMANTIC_WEIGHT * max(item.score or 0.0, 0.0)
+    for item in (*by_words, *by_meaning):
+        items.setdefault((item.namespace, item.key), item)
+    position = {key: number for number, key in enumerate(items)}
+
+    def scores(found: list[SearchItem]) -> Scores:
+        ids = np.fromiter(
+            (position[(item.namespace, item.key)] for item in found), np.int64, len(found)
+        )
+        return ids, np.fromiter((item.score or 0.0 for item in found), np.float64, len(found))
+
+    ids, combined = hybrid_scores(scores(by_words), scores(by_meaning))
+    keys = list(items)
     ranked = sorted(
-        (key for key, score in scores.items() if score > 0),
-        key=lambda key: (scores[key], items[key].updated_at),
+        zip(ids.tolist(), combined.tolist(), strict=True),
+        key=lambda scored: (scored[1], items[keys[scored[0]]].updated_at),
         reverse=True,
     )
-    return [_scored(items[key], scores[key]) for key in ranked]
+    return [_scored(items[keys[number]], score) for number, score in ranked]
 
 
 def _scored(item: SearchItem, score: float) -> SearchItem:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 import logging
 from typing import Any, Self
@@ -33,8 +34,8 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from .postgres_house import (
-    EmbedFunc,
+from ..backend import EmbedFunc
+from .house import (
     GuardedEmbed,
     HouseSaver,
     PostgresLinkStore,
@@ -170,7 +171,7 @@ async def _stop_batching(store: AsyncPostgresStore) -> None:
     AsyncBatchedBaseStore (langgraph.store.base.batch, langgraph-checkpoint 4.x) runs its
     queue in a task kept in `_task` that ends only when the store is garbage-collected;
     there is no public way to stop it, and a task left behind outlives the pool it uses.
-    tests/storage/test_postgres.py checks the attribute is still there.
+    tests/storage/postgres/test_backend.py checks the attribute is still there.
     """
     task = getattr(store, "_task", None)
     if isinstance(task, asyncio.Task) and not task.done():
@@ -237,8 +238,9 @@ async def _vector_index(
 
 @dataclass(slots=True)
 class PostgresStorage:
-    """LangGraph's saver and store on one connection pool to one database, with our
-    links and ratings tables next to theirs (postgres_house.py)."""
+    """The PostgreSQL backend (storage/backend.py): LangGraph's saver and store on one
+    connection pool to one database, with our links and ratings tables next to theirs
+    (house.py). Every part is there once it opens."""
 
     pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]
     saver: HouseSaver
@@ -319,6 +321,38 @@ class PostgresStorage:
             PostgresRatingStore(pool),
             url,
         )
+
+    @property
+    def errors(self) -> tuple[type[BaseException], ...]:
+        return ERRORS
+
+    @property
+    def embeds(self) -> bool:
+        return self.store.index_config is not None
+
+    @property
+    def embedding_fixed(self) -> bool:
+        # LangGraph's store takes its vector index when it opens.
+        return True
+
+    def keep_checkpoints(self, count: int) -> None:
+        self.saver.keep_last = count
+
+    def use_embeddings(self, embed: EmbedFunc | None, model: str | None) -> None:
+        """Nothing changes while open (`embedding_fixed`): `open` takes the model."""
+
+    async def expire_threads(self, cutoff: datetime) -> int:
+        return await self.saver.adelete_threads_idle_since(cutoff)
+
+    async def sweep_memories(self) -> int:
+        # LangGraph's own sweep of the items whose time to live ran out.
+        return await self.store.sweep_ttl()
+
+    async def backfill_vectors(self, limit: int) -> int:
+        return await self.store.abackfill_vectors(limit)
+
+    async def stats(self) -> dict[str, Any]:
+        return {"threads": await self.saver.stats(), "memory": await self.store.stats()}
 
     def describe(self, error: BaseException) -> str:
         """A failure's message without the URL's password."""

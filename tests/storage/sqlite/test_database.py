@@ -11,7 +11,7 @@ import sqlite3
 
 import pytest
 
-from custom_components.langgraph_conversation.storage.sqlite import (
+from custom_components.langgraph_conversation.storage.sqlite.database import (
     FileReplacedError,
     SqliteDatabase,
 )

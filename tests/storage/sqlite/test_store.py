@@ -23,8 +23,11 @@ from langgraph.store.base import (
 )
 import pytest
 
-from custom_components.langgraph_conversation.storage import store as store_module
-from custom_components.langgraph_conversation.storage.store import SCHEMA_VERSION, SqliteStore
+from custom_components.langgraph_conversation.storage.sqlite import store as store_module
+from custom_components.langgraph_conversation.storage.sqlite.store import (
+    SCHEMA_VERSION,
+    SqliteStore,
+)
 
 MEMORIES = ("memories", "anna")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .sqlite import SqliteDatabase
+from .database import SqliteDatabase
 
 TABLE = "answer_ratings"
 
