@@ -27,10 +27,9 @@ from .agent.events import (
     ToolCallFinished,
     ToolCallsRequested,
 )
-from .agent.model import ModelErrorKind, ModelSettings
+from .agent.model import ModelErrorKind
 from .agent.runtime import TurnError
 from .const import CONF_MODEL, DOMAIN
-from .profile import model_settings
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -110,8 +109,6 @@ class SubentryEntity:
 
     _attr_has_entity_name = True
     _attr_name = None
-    # Default temperature of this kind of entity when the subentry sets none.
-    default_temperature: float
     # Set by Home Assistant's Entity, which every subclass also is.
     hass: HomeAssistant
     entity_id: str
@@ -128,10 +125,6 @@ class SubentryEntity:
             model=entry.data.get(CONF_MODEL),
             entry_type=dr.DeviceEntryType.SERVICE,
         )
-
-    def _settings(self) -> ModelSettings:
-        """The model settings the subentry chose."""
-        return model_settings(self.subentry.data, self.default_temperature)
 
     async def _stream_into(
         self,
