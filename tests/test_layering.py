@@ -204,10 +204,9 @@ def test_the_model_library_check_sees_lazy_imports() -> None:
     assert found == ["litellm", "langchain_litellm"]
 
 
-# Acting on the home and reading it: only tools/ (and conversation.py, which hands the
-# turn Home Assistant's own LLM API) may read entity states or call services.
+# Acting on the home and reading it: only tools/ may read entity states or call services
+# (Home Assistant's own LLM API tools reach the home too: tools/ha_llm_api.py binds them).
 _STATE_ROOMS = ("tools",)
-_STATE_MODULES = {"conversation.py"}
 
 
 def _state_touches(source: str) -> list[tuple[int, str]]:
@@ -235,7 +234,6 @@ def test_only_tools_read_states_or_call_services() -> None:
         f"{path.relative_to(PACKAGE)}:{line} uses {what}"
         for path in sorted(PACKAGE.rglob("*.py"))
         if path.relative_to(PACKAGE).parts[0] not in _STATE_ROOMS
-        and path.relative_to(PACKAGE).as_posix() not in _STATE_MODULES
         for line, what in _state_touches(path.read_text(encoding="utf-8"))
     ]
     assert broken == []

@@ -1,24 +1,95 @@
-"""What every entity of ours shares: one entity and one service device per subentry."""
+"""What every entity of ours shares: one entity and one service device per subentry, and the
+one loop that runs an agent's turn into Home Assistant's ChatLog (events → ChatLog deltas,
+a failed turn or task → the sentence the user reads)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 import logging
+from typing import Any
 
+from homeassistant.components import conversation
 from homeassistant.config_entries import ConfigSubentry
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers import device_registry as dr
+from homeassistant.helpers import device_registry as dr, llm
 from homeassistant.helpers.entity import Entity
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
+from homeassistant.helpers.translation import async_get_exception_message
 
 from . import LangGraphConfigEntry
-from .agent.model import ModelErrorKind, ModelSettings
+from .agent.events import (
+    AgentEvent,
+    ConfirmationRequested,
+    MessageStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallsRequested,
+)
+from .agent.model import ModelErrorKind
 from .agent.runtime import TurnError
 from .const import CONF_MODEL, DOMAIN
-from .profile import model_settings
 
 _LOGGER = logging.getLogger(__name__)
+
+
+def tool_result_delta(done: ToolCallFinished) -> dict[str, Any]:
+    """A ChatLog tool-result delta on every Home Assistant version.
+
+    2026.10+ reads a typed `llm.ToolResult` under "result" (and reports the plain
+    "tool_result" key as deprecated); 2026.2 knows only "tool_result".
+    """
+    data = done.result if isinstance(done.result, dict) else {"result": done.result}
+    delta: dict[str, Any] = {
+        "role": "tool_result",
+        "tool_call_id": done.call.id,
+        "tool_name": done.call.name,
+    }
+    if hasattr(llm, "ToolResult"):
+        delta["result"] = llm.ToolResult(data=data, error=done.is_error)
+    else:
+        delta["tool_result"] = data
+    return delta
+
+
+def confirmation_question(actions: tuple[str, ...]) -> str:
+    """The question that asks the user to confirm critical actions, in HA's language."""
+    return async_get_exception_message(
+        DOMAIN, "confirm_actions", {"actions": " and ".join(actions)}
+    )
+
+
+async def chat_log_deltas(
+    events: AsyncIterator[AgentEvent], notice: str | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """Translate agent events into ChatLog deltas, as they happen.
+
+    A `notice` (the request was cut) opens the first assistant message.
+    """
+    async for event in events:
+        match event:
+            case ConfirmationRequested(actions=actions):
+                yield {"content": confirmation_question(actions)}
+            case MessageStarted():
+                yield {"role": "assistant"}
+                if notice:
+                    yield {"content": f"{notice} "}
+                    notice = None
+            case TextDelta(text=text):
+                yield {"content": text}
+            case ToolCallsRequested(calls=calls):
+                # External: LangGraph already runs these; the ChatLog only records them.
+                yield {
+                    "tool_calls": [
+                        llm.ToolInput(
+                            tool_name=call.name, tool_args=call.args, id=call.id, external=True
+                        )
+                        for call in calls
+                    ]
+                }
+            case ToolCallFinished():
+                yield tool_result_delta(event)
 
 
 def add_subentry_entities(
@@ -38,8 +109,6 @@ class SubentryEntity:
 
     _attr_has_entity_name = True
     _attr_name = None
-    # Default temperature of this kind of entity when the subentry sets none.
-    default_temperature: float
     # Set by Home Assistant's Entity, which every subclass also is.
     hass: HomeAssistant
     entity_id: str
@@ -57,9 +126,27 @@ class SubentryEntity:
             entry_type=dr.DeviceEntryType.SERVICE,
         )
 
-    def _settings(self) -> ModelSettings:
-        """The model settings the subentry chose."""
-        return model_settings(self.subentry.data, self.default_temperature)
+    async def _stream_into(
+        self,
+        chat_log: conversation.ChatLog,
+        events: AsyncIterator[AgentEvent],
+        notice: str | None = None,
+    ) -> None:
+        """Write a turn's events into the ChatLog as they happen (`notice` opens the first
+        answer); a failed turn becomes the sentence the user reads."""
+        with self._failure_told():
+            async for _content in chat_log.async_add_delta_content_stream(
+                self.entity_id, chat_log_deltas(events, notice)
+            ):
+                pass
+
+    @contextmanager
+    def _failure_told(self) -> Iterator[None]:
+        """A turn or task that fails inside fails as the sentence the user reads."""
+        try:
+            yield
+        except TurnError as err:
+            raise self._model_failure(err) from None
 
     def _model_failure(self, err: TurnError) -> HomeAssistantError:
         """A failed turn or task as the sentence the user reads, logged once.

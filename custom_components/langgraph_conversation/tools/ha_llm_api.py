@@ -13,13 +13,13 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 import voluptuous as vol
 
+from homeassistant.components.homeassistant import async_should_expose
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import floor_registry as fr, llm
 
 from ..agent.tool_calls import ToolFailure
 from .assist_wording import shorter, shorter_parameters
-from .fits import exposed_device_classes
 from .media_intents import grouped_media_intents
 from .schema import lean_schema, tool_parameters, without_unmatchable
 
@@ -33,6 +33,16 @@ def tool_result_data(result: Any) -> tuple[Any, bool]:
     if hasattr(llm, "ToolResult") and isinstance(result, llm.ToolResult):
         return result.data, bool(result.error)
     return result, isinstance(result, dict) and "error" in result
+
+
+def _exposed_device_classes(hass: HomeAssistant, assistant: str) -> set[str]:
+    """The device classes of the entities exposed to `assistant`."""
+    return {
+        str(device_class)
+        for state in hass.states.async_all()
+        if (device_class := state.attributes.get("device_class"))
+        and async_should_expose(hass, assistant, state.entity_id)
+    }
 
 
 def _as_langchain_tool(
@@ -74,7 +84,7 @@ def tools_from_llm_api(hass: HomeAssistant, api: llm.APIInstance | None) -> list
     """Every tool of the turn's LLM API instance, ready to bind to a chat model."""
     if api is None:
         return []
-    device_classes = exposed_device_classes(hass, api.llm_context.assistant or "conversation")
+    device_classes = _exposed_device_classes(hass, api.llm_context.assistant or "conversation")
     floors = next(iter(fr.async_get(hass).async_list_floors()), None) is not None
     return grouped_media_intents(
         [_as_langchain_tool(hass, tool, api, device_classes, floors) for tool in api.tools]

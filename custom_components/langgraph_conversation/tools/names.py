@@ -1,4 +1,4 @@
-"""The home's names on their way to the model, scanned for injection.
+"""The home's names on their way to the model (the speaker layer), scanned for injection.
 
 Home Assistant's Assist API prompt lists the exposed entities by name and alias with
 their areas, and a satellite's device and area name go into the speaker layer. Anyone
@@ -20,6 +20,7 @@ from homeassistant.helpers import (
 
 from ..agent.events import TextFlagged
 from ..agent.injection import scan_name
+from ..agent.prompts import speaker_layer
 from ..agent.quoting import quoted_flagged
 from .entities import _aliases as entity_aliases
 
@@ -46,13 +47,31 @@ def flagged_entity_names(hass: HomeAssistant, assistant: str) -> list[tuple[Text
     return flagged
 
 
+def _speaking_device(
+    hass: HomeAssistant, device_id: str | None
+) -> tuple[dr.DeviceEntry, ar.AreaEntry | None] | None:
+    """The device the person speaks through, and its area, if the registry has them."""
+    device = dr.async_get(hass).async_get(device_id) if device_id else None
+    if device is None:
+        return None
+    area = ar.async_get(hass).async_get_area(device.area_id) if device.area_id else None
+    return device, area
+
+
+def speaker(hass: HomeAssistant, device_id: str | None) -> str:
+    """The prompt layer saying which device, in which area, the person speaks through."""
+    if (found := _speaking_device(hass, device_id)) is None:
+        return ""
+    device, area = found
+    return speaker_layer(device.name_by_user or device.name, area.name if area else None)
+
+
 def flagged_speaker_names(hass: HomeAssistant, device_id: str | None) -> list[TextFlagged]:
     """The satellite's device and area names, when the scan flags them (the speaker layer
     quotes and marks them itself)."""
-    device = dr.async_get(hass).async_get(device_id) if device_id else None
-    if device is None:
+    if (found := _speaking_device(hass, device_id)) is None:
         return []
-    area = ar.async_get(hass).async_get_area(device.area_id) if device.area_id else None
+    device, area = found
     named = [(device.id, device.name_by_user or device.name)]
     if area is not None:
         named.append((area.id, area.name))

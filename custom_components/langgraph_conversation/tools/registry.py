@@ -57,7 +57,7 @@ class ToolSpec:
     # Offered only when one of these domains has an exposed entity (empty: any domain).
     domains: frozenset[str] = frozenset()
     # Home Assistant's intents that together do what this tool does: when the turn's API
-    # offers all of them, this tool is left out (fits.py).
+    # offers all of them, this tool is left out (selection.py).
     covered_by: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
@@ -88,23 +88,6 @@ class ToolRegistry:
         """The specs of the chosen categories, in registration order."""
         chosen = set(categories)
         return [spec for spec in self._specs.values() if spec.category in chosen]
-
-    def fitting(
-        self, categories: Iterable[str], exposed: set[str], offered: set[str]
-    ) -> list[ToolSpec]:
-        """The chosen categories' specs that fit this home and this turn's API.
-
-        A tool needs an exposed entity of its domains (a weather tool in a home without a
-        weather entity only costs tokens and invites a wrong call), and is left out when
-        Home Assistant's own intents, offered in the same request, already do all it does:
-        two tools for one job make small models hesitate and cost tokens every turn.
-        """
-        return [
-            spec
-            for spec in self.specs(categories)
-            if (exposed & spec.domains if spec.domains else exposed)
-            and not (spec.covered_by and spec.covered_by <= offered)
-        ]
 
     def get(self, name: str) -> ToolSpec | None:
         """The spec of one tool, if it is ours."""

@@ -1,17 +1,28 @@
 """Only the tools that fit are offered: for each home shape, exactly the set that fits.
 
 A tool needs an exposed entity of its domain; one whose job Home Assistant's intents,
-offered in the same request, already do is left out (tools/fits.py says which and why).
+offered in the same request, already do is left out (tools/selection.py says which and why).
 Asserted on the tools the fake model server received.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.langgraph_conversation.const import CONF_COMPACT_CONTEXT, CONF_LLM_HASS_API
+from custom_components.langgraph_conversation.const import (
+    CONF_COMPACT_CONTEXT,
+    CONF_LLM_HASS_API,
+    CONF_TOOL_CATEGORIES,
+)
 from custom_components.langgraph_conversation.tools.media_intents import MEDIA_ACTIONS, MEDIA_TOOL
+from custom_components.langgraph_conversation.tools.registry import ToolContext
+from custom_components.langgraph_conversation.tools.selection import (
+    LeftOut,
+    choose_tools,
+)
 from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
@@ -20,6 +31,7 @@ from homeassistant.helpers import llm
 from homeassistant.setup import async_setup_component
 
 from ..conftest import agent_entity_id
+from ..helpers import assist_api
 
 FIND = "home_find_entities"
 GET_STATE = "home_get_state"
@@ -28,6 +40,7 @@ MEDIA_CONTROL = "home_media_control"
 MEDIA_PLAY = "home_media_play"
 MEDIA_STATUS = "home_media_status"
 WEATHER = "home_weather"
+MEMORY = "memory"
 OURS = {FIND, GET_STATE, LIGHT, MEDIA_CONTROL, MEDIA_PLAY, MEDIA_STATUS, WEATHER}
 
 # Home shapes: the exposed entities (domain.object_id, state).
@@ -134,3 +147,95 @@ async def test_compact_context_brings_entity_search(
         if home != "nothing exposed":
             expected = expected | {FIND}
         assert ours == expected, (home, sorted(theirs))
+
+
+# What each tool of ours is for, as the reasons below read it: its category, the domain
+# it needs an exposed entity of (None: any), and whether Assist's intents do all it does.
+PURPOSE: dict[str, tuple[str, str | None, bool]] = {
+    FIND: ("entities", None, False),
+    GET_STATE: ("entities", None, True),
+    LIGHT: ("lights", "light", True),
+    MEDIA_CONTROL: ("media", "media_player", True),
+    MEDIA_PLAY: ("media", "media_player", False),
+    MEDIA_STATUS: ("media", "media_player", True),
+    WEATHER: ("weather", "weather", False),
+}
+ALL_CATEGORIES = ("entities", "lights", "media", "weather")
+
+
+def _expected_reasons(
+    home: str, categories: tuple[str, ...], assist: bool, listed: bool
+) -> dict[str, LeftOut]:
+    """Why each tool of ours stays out of a turn in `home`, by the rules in
+    tools/selection.py's docstring (the first reason that holds)."""
+    domains = {entity_id.partition(".")[0] for entity_id, _ in HOMES[home]}
+    reasons: dict[str, LeftOut] = {}
+    for name, (category, domain, assist_does_it) in PURPOSE.items():
+        if category not in categories:
+            reasons[name] = LeftOut.NOT_CHOSEN
+        elif not (domain in domains if domain else domains):
+            reasons[name] = LeftOut.NOTHING_EXPOSED
+        elif assist and assist_does_it:
+            reasons[name] = LeftOut.INTENTS_DO_IT
+        elif listed and name == FIND:
+            reasons[name] = LeftOut.LISTING_IN_PROMPT
+    return reasons
+
+
+# Agents that differ in what decides: Home Assistant's API, our categories, the compact
+# context. Every home shape is tried with each.
+AGENTS = [
+    pytest.param(
+        {
+            CONF_LLM_HASS_API: [llm.LLM_API_ASSIST] if assist else [],
+            CONF_TOOL_CATEGORIES: list(categories),
+            CONF_COMPACT_CONTEXT: compact,
+        },
+        id=f"{'assist' if assist else 'no_api'}-{'+'.join(categories) or 'none'}"
+        + ("-compact" if compact else ""),
+    )
+    for assist in (False, True)
+    for categories in (ALL_CATEGORIES, ("media", "weather"), ())
+    for compact in (False, True)
+    if assist or not compact
+]
+
+
+@pytest.mark.parametrize("agent_overrides", AGENTS)
+async def test_each_tool_of_ours_is_sent_or_left_out_for_its_reason(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    agent_overrides: dict[str, Any],
+) -> None:
+    """For every home shape and agent: the tools a real turn sends are the choice's, and
+    each tool of ours that is not sent is left out for the reason the rules give."""
+    assist = bool(agent_overrides[CONF_LLM_HASS_API])
+    categories = tuple(agent_overrides[CONF_TOOL_CATEGORIES])
+    # The prompt carries Assist's entity listing unless the compact context replaced it.
+    listed = assist and not agent_overrides[CONF_COMPACT_CONTEXT]
+    await _setup_domains(hass)
+    for home in HOMES:
+        ours, theirs = await _offered(hass, setup_integration, openai_server, home)
+        api = await assist_api(hass) if assist else None
+        choice = choose_tools(
+            ToolContext(hass=hass, context=Context(), language="en"),
+            api,
+            categories,
+            api.api_prompt if api is not None and listed else "",
+        )
+        expected = _expected_reasons(home, categories, assist, listed)
+        assert dict(choice.left_out) == expected, home
+        assert ours == set(PURPOSE) - set(expected) == choice.optional, home
+        assert {tool.name for tool in choice.if_listing_dropped} == {
+            name for name, reason in expected.items() if reason is LeftOut.LISTING_IN_PROMPT
+        }, home
+        # Home Assistant's tools as the turn sent them: converted, media intents as one
+        # (the runtime adds its memory tool: this agent keeps memories).
+        assert {tool.name.rsplit("__", 1)[-1] for tool in choice.api_tools} == theirs - {MEMORY}, (
+            home
+        )
+        assert [tool.name for tool in choice.tools] == [
+            *(tool.name for tool in choice.api_tools),
+            *(tool.name for tool in choice.own_tools),
+        ]

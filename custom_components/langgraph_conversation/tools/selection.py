@@ -1,0 +1,149 @@
+"""Which tools one turn gets, and why each tool of ours it does not get is left out.
+
+Home Assistant's LLM API tools (Assist and any other API the agent chose) always come,
+converted for the model (ha_llm_api.py: lean schemas, Assist's media intents as one tool);
+Home Assistant decides what they reach. Our own tools come from the categories the agent
+chose (profile.py: only the assistant kind chooses any), where they fit. Which of ours stay
+next to Assist's own, and why:
+
+home_find_entities      kept: search by words, typos, aliases, areas and floors; Assist
+                        can only list everything (GetLiveContext) or act on exact names.
+                        Left out while Home Assistant's prompt carries the entity listing
+                        (the model reads names, aliases and areas there): offered with the
+                        compact context, without the API, or when the window's trimming
+                        replaces the listing (agent/window.py)
+home_get_state          left out when GetLiveContext is offered (it reads states too)
+home_light_control      left out when HassTurnOn, HassTurnOff and HassLightSet are offered
+home_media_control      left out when Assist's pause, resume, next, previous and volume
+                        intents are offered
+home_media_play         kept: searches a player's library and plays the best match
+home_media_status       left out when GetLiveContext is offered (it shows players' states)
+home_weather            kept: Assist has no forecast (the same tool says the weather now,
+                        one tool costing fewer tokens than two)
+
+Each is also left out when no exposed entity of its domain exists: a weather tool in a
+home without a weather entity only costs tokens and invites a wrong call, and two tools
+for one job make small models hesitate and cost tokens every turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from langchain_core.tools import BaseTool
+
+from homeassistant.components.homeassistant import async_should_expose
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers import llm
+
+from . import TOOLS
+from .context import entity_listing
+from .ha_llm_api import tools_from_llm_api
+from .registry import ToolContext, ToolSpec, as_langchain_tools
+
+# Our tools that only help when the prompt carries no entity listing (what the listing
+# already tells the model).
+LISTING_COVERS = frozenset({"home_find_entities"})
+
+
+class LeftOut(StrEnum):
+    """Why one of our tools is not in a turn's request."""
+
+    # The agent did not choose the tool's category.
+    NOT_CHOSEN = "category_not_chosen"
+    # No entity of the tool's domains (of any domain, for a tool without) is exposed.
+    NOTHING_EXPOSED = "nothing_exposed"
+    # The turn's API offers every one of Home Assistant's intents that do its job.
+    INTENTS_DO_IT = "intents_do_it"
+    # The prompt's entity listing already tells what it would find; offered only if the
+    # window's trimming replaces the listing (ToolChoice.if_listing_dropped).
+    LISTING_IN_PROMPT = "listing_in_prompt"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """The tools of one turn, and why each other tool of ours is not among them."""
+
+    # Home Assistant's API tools, in every request of the turn.
+    api_tools: tuple[BaseTool, ...]
+    # Ours that fit; a request too long for the model's window may leave them out.
+    own_tools: tuple[BaseTool, ...]
+    # Ours offered only when the window's trimming replaces the prompt's entity listing.
+    if_listing_dropped: tuple[BaseTool, ...]
+    # Every other tool of ours, by name: why it is not in the request.
+    left_out: Mapping[str, LeftOut]
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        """What the turn's requests offer from the start."""
+        return [*self.api_tools, *self.own_tools]
+
+    @property
+    def optional(self) -> frozenset[str]:
+        """The names of the tools a too-long request may go without."""
+        return frozenset(tool.name for tool in self.own_tools)
+
+
+def choose_tools(
+    tool_context: ToolContext,
+    api: llm.APIInstance | None,
+    categories: Iterable[str],
+    system_prompt: str,
+) -> ToolChoice:
+    """The tools of a turn of `tool_context`'s assistant: all of the turn's API tools, and
+    those of our chosen categories that fit this home, this API and this prompt."""
+    hass = tool_context.hass
+    chosen = set(categories)
+    exposed = _exposed_domains(hass, tool_context.assistant)
+    offered = _offered_intents(api)
+    listed = bool(entity_listing(system_prompt))
+    left_out: dict[str, LeftOut] = {}
+    fitting: list[ToolSpec] = []
+    for spec in TOOLS.specs(TOOLS.categories):
+        reason = _reason_to_leave_out(spec, chosen, exposed, offered)
+        if reason is None and listed and spec.name in LISTING_COVERS:
+            reason = LeftOut.LISTING_IN_PROMPT
+        if reason is not None:
+            left_out[spec.name] = reason
+        if reason in (None, LeftOut.LISTING_IN_PROMPT):
+            fitting.append(spec)
+    bound = as_langchain_tools(fitting, tool_context)
+    return ToolChoice(
+        api_tools=tuple(tools_from_llm_api(hass, api)),
+        own_tools=tuple(tool for tool in bound if tool.name not in left_out),
+        if_listing_dropped=tuple(tool for tool in bound if tool.name in left_out),
+        left_out=left_out,
+    )
+
+
+def _reason_to_leave_out(
+    spec: ToolSpec, chosen: set[str], exposed: set[str], offered: set[str]
+) -> LeftOut | None:
+    """Why the tool does not fit this agent, home and API (None: it fits)."""
+    if spec.category not in chosen:
+        return LeftOut.NOT_CHOSEN
+    if not (exposed & spec.domains if spec.domains else exposed):
+        return LeftOut.NOTHING_EXPOSED
+    if spec.covered_by and spec.covered_by <= offered:
+        return LeftOut.INTENTS_DO_IT
+    return None
+
+
+def _exposed_domains(hass: HomeAssistant, assistant: str) -> set[str]:
+    """The domains with at least one entity exposed to `assistant`."""
+    found: set[str] = set()
+    for entity_id in hass.states.async_entity_ids():
+        domain = entity_id.partition(".")[0]
+        if domain not in found and async_should_expose(hass, assistant, entity_id):
+            found.add(domain)
+    return found
+
+
+def _offered_intents(api: llm.APIInstance | None) -> set[str]:
+    """The names of the API's tools without an integration prefix ("intent__HassTurnOn"
+    on 2026.10 and later is "HassTurnOn", as it is on 2026.2)."""
+    if api is None:
+        return set()
+    return {tool.name.rsplit("__", 1)[-1] for tool in api.tools}

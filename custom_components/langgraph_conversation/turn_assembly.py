@@ -1,0 +1,205 @@
+"""One conversation turn assembled: Home Assistant's message and ChatLog → the agent's Turn.
+
+The conversation entity provides Home Assistant's LLM data, runs the turn and returns the
+result; what the turn is made of is gathered here, in one place: the request as the model
+gets it, the thread (parties.py), the system prompt (Home Assistant's, reworded, its entity
+listing dense or compact, its clock moved out, flagged names named again), the tools
+(tools/selection.py), what others said in the conversation meanwhile, who asks and from
+where. Whatever is read from the home is read by tools/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+import logging
+import re
+
+from homeassistant.components import conversation
+from homeassistant.core import HomeAssistant
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers.translation import async_get_exception_message
+from homeassistant.util import dt as dt_util
+
+from .activity import ActivityReporter
+from .agent.confirmation import Requester
+from .agent.events import TextFlagged
+from .agent.runtime import AgentRuntime
+from .agent.text import clean_text
+from .agent.turn import Turn
+from .const import DOMAIN, MAX_REQUEST_CHARS
+from .parties import thread_request
+from .profile import AgentProfile
+from .tools.assist_wording import shorter_prompt
+from .tools.context import compact_system_prompt, split_clock
+from .tools.effects import EffectScope
+from .tools.listing import dense_system_prompt
+from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice, speaker
+from .tools.people import person_of_user
+from .tools.registry import ToolContext
+from .tools.selection import choose_tools
+from .window_issue import WindowIssueReporter
+
+_LOGGER = logging.getLogger(__name__)
+
+# C0 control characters other than tab and newline, and DEL: noise for every model.
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean_request(text: str) -> tuple[str, str | None]:
+    """The request as the model gets it, and a notice for the user if it was cut.
+
+    Invalid Unicode (lone surrogates) is replaced: the model's HTTP client cannot send it.
+    Nothing to answer (empty, blank or only control characters) is refused: a model would
+    guess at it, and some providers reject an empty message outright.
+    """
+    text = _CONTROL_CHARACTERS.sub("", clean_text(text))
+    notice = None
+    if len(text) > MAX_REQUEST_CHARS:
+        text = text[:MAX_REQUEST_CHARS]
+        cut = async_get_exception_message(
+            DOMAIN, "request_truncated", {"limit": f"{MAX_REQUEST_CHARS:,}"}
+        )
+        # Home Assistant drops an exception message's final full stop; this one is spoken.
+        notice = f"{cut.rstrip('.')}."
+    if not text.strip():
+        raise HomeAssistantError(translation_domain=DOMAIN, translation_key="turn_empty_request")
+    return text, notice
+
+
+def earlier_content(chat_log: conversation.ChatLog, agent_id: str) -> tuple[tuple[str, str], ...]:
+    """What the ChatLog gained since this agent last spoke, before the current request.
+
+    Another agent may have handled some requests of the same conversation (Home
+    Assistant's local command handling, for instance) or an automation may have made an
+    announcement. Those turns are not in our thread; they are folded in as plain text.
+    """
+    content = chat_log.content
+    # Index 0 is the system prompt and the last element the current request. Without
+    # a contribution of ours yet, everything in between is someone else's.
+    start = 1
+    for index in range(len(content) - 2, 0, -1):
+        if getattr(content[index], "agent_id", None) == agent_id:
+            start = index + 1
+            break
+    folded: list[tuple[str, str]] = []
+    pending_request: str | None = None
+    for item in content[start:-1]:
+        if isinstance(item, conversation.UserContent):
+            # A request nobody answered (one of our failed turns) stays out, as it
+            # was removed from our thread on purpose.
+            pending_request = clean_text(item.content)
+        elif isinstance(item, conversation.AssistantContent) and item.content:
+            if pending_request is not None:
+                folded.append(("user", pending_request))
+                pending_request = None
+            folded.append(("assistant", clean_text(item.content)))
+    return tuple(folded)
+
+
+def system_prompt(
+    hass: HomeAssistant, profile: AgentProfile, chat_log: conversation.ChatLog
+) -> tuple[str, str, list[tuple[TextFlagged, str]]]:
+    """Home Assistant's rendered prompt as the model gets it, its clock line, and the
+    flagged names the prompt names again.
+
+    The prompt has the compact home context if the agent chose it, else its entity listing
+    grouped by area (same facts, fewer tokens); its live-context guidance in shorter words
+    either way. Names reach the model through Home Assistant's prompt (and the speaker
+    layer), so a flagged one is named again, quoted and marked, after it.
+    """
+    names = flagged_entity_names(hass, conversation.DOMAIN) if profile.uses_tools else []
+    prompt = shorter_prompt(chat_log.content[0].content)
+    if profile.compact_context:
+        prompt = compact_system_prompt(hass, prompt, conversation.DOMAIN)
+    else:
+        prompt = dense_system_prompt(prompt)
+    prompt, clock = split_clock(prompt)
+    if notice_of_names := names_notice(names):
+        prompt = f"{prompt}\n\n{notice_of_names}"
+    return prompt, clock, names
+
+
+def compact_instructions(
+    hass: HomeAssistant, profile: AgentProfile, instructions: str
+) -> Callable[[], str] | None:
+    """The instructions with the compact home context, for a request too long for the
+    model's window (made only then); None when they are compact already."""
+    if not profile.uses_tools or profile.compact_context:
+        return None
+
+    def compact() -> str:
+        return compact_system_prompt(hass, instructions, conversation.DOMAIN)
+
+    return compact
+
+
+async def assemble_turn(
+    hass: HomeAssistant,
+    runtime: AgentRuntime,
+    profile: AgentProfile,
+    agent_entity_id: str,
+    user_input: conversation.ConversationInput,
+    chat_log: conversation.ChatLog,
+    request: str,
+    effects: EffectScope,
+) -> Turn:
+    """What this message brings to a turn of the agent of `profile` (its entity is
+    `agent_entity_id`); the turn's tools act under the effect scope's Context."""
+    now = dt_util.utcnow().timestamp()
+    prompt, clock, names = system_prompt(hass, profile, chat_log)
+    # The thread of this conversation and this party (agent/threads.py).
+    thread = await runtime.choose_thread(thread_request(profile, user_input, chat_log), now)
+    tools = choose_tools(
+        ToolContext(
+            hass=hass,
+            context=effects.context,
+            language=user_input.language,
+            device_id=user_input.device_id,
+            assistant=conversation.DOMAIN,
+        ),
+        chat_log.llm_api,
+        profile.tool_categories,
+        prompt,
+    )
+    _LOGGER.debug("%s: tools left out: %s", profile.name, dict(tools.left_out))
+    # A satellite without a device in the registry still is someone speaking.
+    satellite = user_input.device_id or getattr(user_input, "satellite_id", None)
+    return Turn(
+        thread_id=thread.thread_id,
+        text=request,
+        system_prompt=prompt,
+        tools=tools.tools,
+        # Our own tools may be left out of a request too long for the model's window, and
+        # entity search offered then (Home Assistant's API tools stay; agent/window.py).
+        optional_tools=tools.optional,
+        compact_instructions=compact_instructions(hass, profile, prompt),
+        compact_tools=tools.if_listing_dropped,
+        # What others said in a conversation id another party used too is theirs.
+        earlier=() if thread.shared else earlier_content(chat_log, agent_entity_id),
+        hooks=(
+            ActivityReporter(
+                hass,
+                chat_log,
+                agent_id=agent_entity_id,
+                context=user_input.context,
+                device_id=user_input.device_id,
+                include_contents=profile.activity_contents,
+            ),
+            WindowIssueReporter(hass, profile.agent_id, profile.name),
+        ),
+        voice=bool(satellite),
+        speaker=speaker(hass, user_input.device_id),
+        clock=clock,
+        effects=effects,
+        requester=Requester(
+            user_id=user_input.context.user_id,
+            device_id=satellite,
+            conversation_id=chat_log.conversation_id,
+        ),
+        person_id=person_of_user(hass, user_input.context.user_id),
+        now=now,
+        flagged=(
+            *flagged_speaker_names(hass, user_input.device_id),
+            *(entry for entry, _name in names),
+        ),
+    )
