@@ -20,6 +20,7 @@ from homeassistant.core import Context, Event, HomeAssistant
 from homeassistant.exceptions import ServiceValidationError, Unauthorized
 
 from .conftest import agent_entity_id
+from .postgres import BOTH_BACKENDS
 
 
 async def _call(
@@ -128,3 +129,35 @@ async def test_a_linked_conversation_rates_its_thread(
     }
     exported = (await _call(hass, "export_thread", data, None))["messages"]
     assert [m["content"] for m in exported if "rating" in m] == ["Earlier answer."]
+
+
+@BOTH_BACKENDS
+async def test_a_cleared_conversation_leaves_no_rating_behind(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    hass_admin_user: MockUser,
+) -> None:
+    """Clearing a conversation deletes its ratings with it, on SQLite and PostgreSQL;
+    another conversation's rating stays."""
+    agent = agent_entity_id(hass, setup_integration)
+    person = Context(user_id=hass_admin_user.id)
+    kept_and_cleared = []
+    for text in ("Kept", "Cleared"):
+        openai_server.add_text(f"{text} answer.")
+        result = await conversation.async_converse(hass, text, None, person, agent_id=agent)
+        data = {"agent": agent, "conversation_id": result.conversation_id}
+        await _call(hass, "rate_answer", {**data, "rating": "up"}, hass_admin_user)
+        kept_and_cleared.append(data)
+
+    async def rated_up() -> int:
+        diagnostics = await async_get_config_entry_diagnostics(hass, setup_integration)
+        return diagnostics["storage"]["threads"]["answers_rated_up"]
+
+    assert await rated_up() == 2
+    await _call(hass, "clear_thread", kept_and_cleared[1], hass_admin_user)
+    assert await rated_up() == 1
+    exported = (await _call(hass, "export_thread", kept_and_cleared[0], hass_admin_user))[
+        "messages"
+    ]
+    assert [m.get("rating") for m in exported] == [None, {"rating": "up", "comment": ""}]

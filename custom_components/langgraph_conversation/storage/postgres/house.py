@@ -151,6 +151,22 @@ class HouseSaver(AsyncPostgresSaver):
                 (thread_id, namespace),
             )
 
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete a thread whole, its conversation links and answer ratings too, as
+        threads.db does: a cleared conversation leaves nothing of it behind."""
+        await super().adelete_thread(thread_id)
+        await self._delete_links_and_ratings([thread_id])
+
+    async def _delete_links_and_ratings(self, thread_ids: list[str]) -> None:
+        pool: Pool = self.conn  # type: ignore[assignment]
+        async with pool.connection() as connection, connection.transaction():
+            await connection.execute(
+                f"DELETE FROM {LINKS_TABLE} WHERE thread_id = ANY(%s)", (thread_ids,)
+            )
+            await connection.execute(
+                f"DELETE FROM {RATINGS_TABLE} WHERE thread_id = ANY(%s)", (thread_ids,)
+            )
+
     async def adelete_threads_idle_since(self, cutoff: datetime) -> int:
         """Delete threads whose newest checkpoint is older than `cutoff`, with their links
         and ratings; links unused since then go too. How many threads went."""
@@ -166,13 +182,9 @@ class HouseSaver(AsyncPostgresSaver):
             idle = [row["thread_id"] for row in await cursor.fetchall()]
         for thread_id in idle:
             await self.adelete_thread(thread_id)
-        async with pool.connection() as connection, connection.transaction():
+        async with pool.connection() as connection:
             await connection.execute(
-                f"DELETE FROM {LINKS_TABLE} WHERE thread_id = ANY(%s) OR last_used < %s",
-                (idle, cutoff.timestamp()),
-            )
-            await connection.execute(
-                f"DELETE FROM {RATINGS_TABLE} WHERE thread_id = ANY(%s)", (idle,)
+                f"DELETE FROM {LINKS_TABLE} WHERE last_used < %s", (cutoff.timestamp(),)
             )
         return len(idle)
 
