@@ -33,10 +33,11 @@ FORBIDDEN = {
 }
 
 
-def _imports(source: str, room: str) -> list[tuple[int, str]]:
-    """(line, what) for every import in a module of `room`: absolute module names, or
-    the room a relative one reaches ("tools", "agent", "storage", or "<integration>" for
-    the package's own top-level modules)."""
+def _imports(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, what) for every import in a module of `package` (its dotted place inside the
+    integration, "agent" or "agent.graph"): absolute module names' top package, or the room
+    a relative one reaches ("tools", "agent", "storage", or "<integration>" for the
+    package's own top-level modules)."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -44,13 +45,19 @@ def _imports(source: str, room: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             if node.level == 0:
                 found.append((node.lineno, (node.module or "").split(".")[0]))
-            elif node.level == 1:
-                found.append((node.lineno, room))  # the same room
             else:
-                target = (node.module or "").split(".")[0]
+                target = _relative_target(node, package).split(".")[0]
                 rooms = {*FORBIDDEN, "tools"}
                 found.append((node.lineno, target if target in rooms else "<integration>"))
     return found
+
+
+def _relative_target(node: ast.ImportFrom, package: str) -> str:
+    """The dotted module a relative import names, inside the integration ("" for the
+    integration's own package)."""
+    parts = package.split(".") if package else []
+    base = parts[: len(parts) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
 
 
 @pytest.mark.parametrize("room", sorted(FORBIDDEN))
@@ -61,10 +68,15 @@ def test_rooms_import_only_what_they_may(room: str) -> None:
     broken = [
         f"{path.relative_to(PACKAGE)}:{line} imports {target}"
         for path in files
-        for line, target in _imports(path.read_text(encoding="utf-8"), room)
+        for line, target in _imports(path.read_text(encoding="utf-8"), _package_of(path))
         if target in FORBIDDEN[room]
     ]
     assert broken == []
+
+
+def _package_of(path: Path) -> str:
+    """A module's package, dotted, inside the integration ("agent.graph")."""
+    return ".".join(path.relative_to(PACKAGE).parent.parts)
 
 
 def test_the_check_sees_forbidden_imports() -> None:

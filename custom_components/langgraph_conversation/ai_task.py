@@ -22,8 +22,8 @@ from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from . import LangGraphConfigEntry
 from .activity import ActivityReporter
-from .agent.one_shot import InvalidAnswer, TaskRequest, model_capabilities, run_task
-from .agent.runtime import TurnError
+from .agent.errors import TurnError
+from .agent.models import InvalidAnswer, TaskRequest, model_capabilities, run_task
 from .const import (
     CONF_ACTIVITY_CONTENTS,
     CONF_MODEL_RETRIES,

@@ -21,7 +21,7 @@ from homeassistant.util import dt as dt_util
 
 from . import LangGraphConfigEntry
 from .activity import ActivityReporter
-from .agent.confirmation import Requester
+from .agent.errors import TurnError
 from .agent.events import (
     AgentEvent,
     ConfirmationRequested,
@@ -30,10 +30,9 @@ from .agent.events import (
     ToolCallFinished,
     ToolCallsRequested,
 )
-from .agent.prompts import speaker_layer
-from .agent.runtime import TurnError
-from .agent.text import clean_text
-from .agent.turn import Turn
+from .agent.graph import speaker_layer
+from .agent.guard import Requester, clean_text
+from .agent.runtime import Turn
 from .const import DOMAIN, MAX_REQUEST_CHARS, SUBENTRY_CONVERSATION
 from .entity import SubentryEntity, add_subentry_entities
 from .parties import thread_request

@@ -13,8 +13,8 @@ from homeassistant.helpers.entity import Entity
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from . import LangGraphConfigEntry
-from .agent.model import ModelErrorKind, ModelSettings
-from .agent.runtime import TurnError
+from .agent.errors import ModelErrorKind, TurnError
+from .agent.models import ModelSettings
 from .const import CONF_MODEL, DOMAIN
 from .profile import model_settings
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .injection import Finding
+from .guard import Finding
 
 
 @dataclass(frozen=True, slots=True)

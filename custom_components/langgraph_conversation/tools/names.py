@@ -19,8 +19,7 @@ from homeassistant.helpers import (
 )
 
 from ..agent.events import TextFlagged
-from ..agent.injection import scan_name
-from ..agent.quoting import quoted_flagged
+from ..agent.guard import quoted_flagged, scan_name
 from .entities import _aliases as entity_aliases
 
 NAMES_NOTICE = (
