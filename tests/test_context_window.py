@@ -17,7 +17,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry, async_
 
 from custom_components.langgraph_conversation.agent.errors import ModelErrorKind
 from custom_components.langgraph_conversation.agent.models import classify_error
-from custom_components.langgraph_conversation.agent.models.model import is_retryable
+from custom_components.langgraph_conversation.agent.models.error_kinds import is_retryable
 from custom_components.langgraph_conversation.const import EVENT_ACTIVITY
 from fakes import ErrorReply, FakeOpenAIServer
 from homeassistant.components import conversation

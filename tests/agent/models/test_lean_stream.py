@@ -26,7 +26,7 @@ from custom_components.langgraph_conversation.agent.models import (
     classify_error,
     warm_up,
 )
-from custom_components.langgraph_conversation.agent.models.model import (
+from custom_components.langgraph_conversation.agent.models.chat import (
     NO_TOKEN_COUNTING,
     ChatModel,
     build_chat_model,

@@ -98,7 +98,7 @@ def test_same_provider_borrows_key_and_base() -> None:
     # A key of its own wins.
     assert role_access(MAIN, "openai/x", "sk-own", None).api_key == "sk-own"
     # The same server written with a trailing slash, and Ollama's chat and generate APIs,
-    # are one place (the rule is agent/model.py's same_place, shared with embeddings).
+    # are one place (the rule is agent/models/access.py's same_place, shared with embeddings).
     assert role_access(MAIN, "openai/x", None, "https://llm.example/v1/").api_key == "sk-main"
     ollama = ModelAccess("ollama_chat/llama3.2", None, "http://192.0.2.1:11434")
     assert role_access(ollama, "ollama/qwen3:0.6b", None, None) == ModelAccess(

@@ -8,6 +8,7 @@ The names here are what code outside this folder may use.
 
 from __future__ import annotations
 
+from .access import ModelAccess, ModelSettings, provider_of
 from .answer import AnswerBuilder, AnswerLimitExceeded, answer_deadline, cached_input_tokens
 from .catalog import async_list_models
 from .embeddings import (
@@ -17,17 +18,8 @@ from .embeddings import (
     embedding_access,
     warm_up_embeddings,
 )
-from .model import (
-    ModelAccess,
-    ModelSettings,
-    async_check_access,
-    async_release_shared_clients,
-    classify_error,
-    provider_of,
-    to_model_error,
-    warm_up,
-    warm_up_once,
-)
+from .error_kinds import classify_error, to_model_error
+from .lifecycle import async_check_access, async_release_shared_clients, warm_up, warm_up_once
 from .model_call import stream_with_fallback
 from .ollama import bounded_settings, window_of
 from .one_shot import InvalidAnswer, TaskRequest, model_capabilities, run_task

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from .model import ModelAccess, provider_of
+from .access import ModelAccess, provider_of
 
 _LOGGER = logging.getLogger(__name__)
 

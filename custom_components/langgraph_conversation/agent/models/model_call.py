@@ -17,7 +17,8 @@ from langchain_core.runnables import Runnable
 
 from ..events import TextDelta
 from .answer import ANSWER_TOO_SLOW, YIELD_INTERVAL, AnswerBuilder, AnswerLimitExceeded
-from .model import answer_stream, classify_error, is_retryable, redacted_error, retry_delay
+from .chat import answer_stream
+from .error_kinds import classify_error, is_retryable, redacted_error, retry_delay
 from .roles import RoleModel, falls_back
 
 _LOGGER = logging.getLogger(__name__)

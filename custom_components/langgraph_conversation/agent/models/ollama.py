@@ -18,7 +18,7 @@ import time
 
 import httpx
 
-from .model import ModelAccess, ModelSettings, provider_of
+from .access import ModelAccess, ModelSettings, provider_of
 
 _LOGGER = logging.getLogger(__name__)
 

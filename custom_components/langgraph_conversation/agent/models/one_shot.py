@@ -26,8 +26,9 @@ from ..errors import TurnError
 from ..events import MessageStarted, ModelCallFinished
 from ..guard import clean_text
 from ..hooks import TurnHooks, TurnRecorder
+from .access import ModelAccess, ModelSettings
 from .answer import AnswerLimitExceeded, answer_deadline, cached_input_tokens
-from .model import ModelAccess, ModelSettings, to_model_error
+from .error_kinds import to_model_error
 from .model_call import AnsweringModels, stream_with_fallback
 from .ollama import bounded_settings
 from .roles import ModelCache, RoleAccesses, RoleModel, RoleModels

@@ -20,14 +20,9 @@ from enum import StrEnum
 from langchain_core.language_models import BaseChatModel
 
 from ..errors import ModelErrorKind
-from .model import (
-    ModelAccess,
-    ModelSettings,
-    build_chat_model,
-    classify_error,
-    is_retryable,
-    same_place,
-)
+from .access import ModelAccess, ModelSettings, same_place
+from .chat import build_chat_model
+from .error_kinds import classify_error, is_retryable
 
 
 class ModelRole(StrEnum):
