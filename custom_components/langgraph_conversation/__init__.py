@@ -66,6 +66,8 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
             store=storage.memory,
             links=storage.postgres.storage.links,
             ratings=storage.postgres.storage.ratings,
+            storage_errors=storage.errors,
+            on_storage_error=partial(report_threads_failure, hass),
         )
     elif storage.threads is not None:
         entry.runtime_data = AgentRuntime(
@@ -74,13 +76,18 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
             store=storage.memory,
             links=SqliteLinkStore(storage.threads.database),
             ratings=SqliteRatingStore(storage.threads.database),
+            storage_errors=storage.errors,
+            on_storage_error=partial(report_threads_failure, hass),
         )
     else:
         entry.runtime_data = AgentRuntime(
-            access, memory_checkpointer(), store=storage.memory, max_threads=MEMORY_THREADS
+            access,
+            memory_checkpointer(),
+            store=storage.memory,
+            max_threads=MEMORY_THREADS,
+            storage_errors=storage.errors,
+            on_storage_error=partial(report_threads_failure, hass),
         )
-    entry.runtime_data.storage_errors = storage.errors
-    entry.runtime_data.on_storage_error = partial(report_threads_failure, hass)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     # Now every module (the platforms', the providers' the warm-up loaded) has its logger.
     install_redaction()

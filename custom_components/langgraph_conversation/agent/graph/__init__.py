@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from .graph import MODEL_NODE, AgentKind, build_graphs, recursion_limit
 from .history import compact_history, split_for_summary
-from .prompts import NOTE_ID_PREFIX, PromptLayers, base_prompt, is_note, speaker_layer
+from .prompts import (
+    NOTE_ID_PREFIX,
+    PromptLayers,
+    base_prompt,
+    is_note,
+    last_question_index,
+    speaker_layer,
+)
 from .state import TurnContext, openai_tool
 from .window import TurnFit, WindowTooSmall, plan_turn
 
@@ -24,6 +31,7 @@ __all__ = [
     "build_graphs",
     "compact_history",
     "is_note",
+    "last_question_index",
     "openai_tool",
     "plan_turn",
     "recursion_limit",

@@ -44,7 +44,7 @@ from ..models import (
 )
 from .history import summary_findings, summary_section
 from .note_memories import without_stale_memories
-from .prompts import KNOWLEDGE_ID, SUMMARY_ID, is_note
+from .prompts import KNOWLEDGE_ID, SUMMARY_ID, is_note, last_question_index
 from .state import AgentState, TurnContext
 from .tool_calls import (
     confirmed_results,
@@ -198,20 +198,13 @@ def _request(
     """System message, summary, history (with its context notes), then the passages
     retrieved for this question right before it (prompts.py has the order and why)."""
     if knowledge:
-        index = _last_human_index(messages)
+        index = last_question_index(messages)
         messages = [
             *messages[:index],
             HumanMessage(clean_text(knowledge), id=KNOWLEDGE_ID),
             *messages[index:],
         ]
     return [_system_prompt(context), *_summary_messages(state), *messages]
-
-
-def _last_human_index(messages: list[AnyMessage]) -> int:
-    for index in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[index], HumanMessage) and not is_note(messages[index]):
-            return index
-    return len(messages)
 
 
 async def call_model(state: AgentState, runtime: Runtime[TurnContext]) -> dict[str, Any]:
@@ -267,7 +260,7 @@ async def answer_from_knowledge(state: AgentState, runtime: Runtime[TurnContext]
 
 def _question_and_before(messages: list[AnyMessage]) -> tuple[str, list[AnyMessage]]:
     """The last user message's text, and the conversation before it."""
-    index = _last_human_index(messages)
+    index = last_question_index(messages)
     # Context notes are the agent's own, not part of the conversation.
     earlier = [m for m in messages[:index] if not is_note(m)]
     if index < len(messages):

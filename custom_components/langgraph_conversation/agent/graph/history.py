@@ -5,7 +5,7 @@ and local models have small contexts (8k tokens is common), so after each answer
 thread is measured; when it is over the agent's budget, the oldest whole turns are
 summarised by the model and removed, and the summary (kept in the thread's state) rides
 along in the system prompt from then on. The runtime does this in the background between
-turns (runtime.py `_summarise_later`): a summary never delays an answer's first word.
+turns (runtime/housekeeping.py): a summary never delays an answer's first word.
 
 With a context window (Ollama's native API, window.py) the budget is also held to what
 the window leaves for history once the system prompt, tools, request and reply budget are

@@ -28,8 +28,11 @@ Recalled memories and retrieved passages are data someone wrote; their sections 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from langchain_core.messages import HumanMessage
 
 from ..guard import quoted_flagged, scan_text
 from ..memory import MEMORY_INSTRUCTIONS
@@ -98,6 +101,21 @@ NOTE_HEADER = "[Context for the request that follows, not written by the person]
 def is_note(message: object) -> bool:
     """Whether a thread message is a context note (see the module docstring)."""
     return str(getattr(message, "id", "") or "").startswith(NOTE_ID_PREFIX)
+
+
+def last_question_index(messages: Sequence[object]) -> int:
+    """Where the person's last message is: the index of the last human message that is
+    not a context note, len(messages) when there is none.
+
+    A note is a human message too, stored right before the request it came with, so it
+    is never the question. The graph puts a question's retrieved passages right before
+    it and reads it as the question; the runtime undoes a failed resumed exchange from
+    it (the exchange began with that request).
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage) and not is_note(messages[index]):
+            return index
+    return len(messages)
 
 
 @dataclass(frozen=True, slots=True)

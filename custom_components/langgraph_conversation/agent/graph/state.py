@@ -100,9 +100,9 @@ class TurnContext:
     effects: EffectGuard | None = None
     requester: Requester = field(default_factory=Requester)
     now: float = 0.0
-    # Rate unattended requests that lead to critical effects first (safety.py).
+    # Rate unattended requests that lead to critical effects first (guard/safety.py).
     safety_check: bool = False
-    # Seconds one model answer may stream in all (answer.py); None: no bound.
+    # Seconds one model answer may stream in all (models/answer.py); None: no bound.
     answer_deadline: float | None = None
     # The model's context window and how this turn's requests fit it (window.py); None:
     # the provider takes no window (only Ollama's native API does).

@@ -36,7 +36,7 @@ class AgentSettings:
     kind: AgentKind = AgentKind.ASSISTANT
     # The agent's own base prompt instead of its kind's (None or blank: the kind's).
     base_prompt: str | None = None
-    # The agent's fast and fallback models (see roles.py); unset roles use the main model.
+    # The agent's fast and fallback models (see models/roles.py); unset roles use the main model.
     roles: RoleAccesses = field(default_factory=RoleAccesses)
     # Extra attempts of a model call that failed before its first word.
     model_retries: int = 0
@@ -46,7 +46,7 @@ class AgentSettings:
     memory: bool = False
     memory_recall_limit: int = 5
     # After the answer, the housekeeping model saves lasting facts the person told
-    # (extraction.py); needs `memory`.
+    # (memory/extraction.py); needs `memory`.
     learn_memories: bool = False
     # The agent's documents: searched first by the rag kind, and by the assistant's
     # search_knowledge tool when `search_knowledge` is on.
@@ -89,14 +89,15 @@ class Turn:
     # are the ones the turn uses (when the agent uses memories).
     requester: Requester = field(default_factory=Requester)
     # The person entity the requester's user belongs to (`person.alice`), if any: their
-    # memories are kept under it, the same on every instance sharing the storage (memory.py).
+    # memories are kept under it, the same on every instance sharing the storage
+    # (memory/memories.py).
     person_id: str | None = None
     # When the turn started (seconds since the epoch); 0 reads the clock.
     now: float = 0.0
     # What the caller's own scan flagged in text it put into the turn (device, area and
     # entity names); reported with the turn's other flags.
     flagged: tuple[TextFlagged, ...] = ()
-    # Fitting the request into the model's window (window.py): tools that may be left
+    # Fitting the request into the model's window (graph/window.py): tools that may be left
     # out when it is too long (the runtime's own memory and document tools may too), the
     # instructions with the entity listing in compact form, made only when needed, and
     # the tools offered only then (entity search, needless while the listing is there).
