@@ -1,4 +1,4 @@
-"""Every request fits the model's context window (agent/window.py), against the fake Ollama.
+"""Every request fits the model's context window (agent/graph/window.py), against the fake Ollama.
 
 The fake counts the prompt with a tokenizer of its own (fakes/ollama_server.py) and
 applies the window each request names; "fits" below is its judgement, not the agent's.

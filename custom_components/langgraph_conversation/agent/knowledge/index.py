@@ -9,7 +9,7 @@ Before each search the folder is scanned (a few `stat` calls, in a worker thread
 files that were added, changed or removed are ingested again, in a task the index owns: a
 question waits for it at most INDEX_WAIT seconds, then is answered from what is indexed
 while the rest goes on. Only regular files inside the folder are read (no links, FIFOs,
-devices or sockets: see knowledge_files.py); text files are read in a worker thread, PDFs
+devices or sockets: see files.py); text files are read in a worker thread, PDFs
 in a worker process with page, character, content and time budgets (pdf_text.py). Nothing
 here blocks the event loop.
 

@@ -190,7 +190,7 @@ def memory_block(memories: list[dict]) -> str:
 
 
 class MemoryPresence:
-    """Which memory ids this turn's scope can still read (note_memories.py asks).
+    """Which memory ids this turn's scope can still read (graph/note_memories.py asks).
 
     The store is read once per id and turn: asked again at every model call of a tool
     round, a read that works would also count as the memory file working again, while
@@ -273,58 +273,15 @@ def memory_tools(
     with its own name, description and schema.
     """
 
-    async def remember(text: str | None, memory_id: str | None) -> dict[str, Any]:
-        # The arguments were cleaned when the model's answer was read; memories also come
-        # from other tools' callers, and SQLite refuses invalid Unicode.
-        text = " ".join(clean_text(text or "").split())
-        if not text:
-            raise ToolFailure({"error": "empty", "error_text": "There is nothing to remember."})
-        if len(text) > MAX_MEMORY_CHARS:
-            raise ToolFailure(
-                {
-                    "error": "too_long",
-                    "error_text": f"A memory holds at most {MAX_MEMORY_CHARS} characters; "
-                    "save the key fact only.",
-                }
-            )
-        key = memory_id or uuid.uuid4().hex[:12]
-        moved_from = None
-        if memory_id and await store.aget(scope.writes, memory_id) is None:
-            moved_from = await _older_holding(memory_id)
-            if moved_from is None:
-                raise ToolFailure({"error": "not_found", "error_text": f"No memory {memory_id}."})
-        await store.aput(scope.writes, key, {"text": text})
-        if moved_from is not None:
-            # Written first, deleted after: a failure in between leaves two copies, not none.
-            await store.adelete(moved_from, key)
-        return {"saved": key, "text": text}
-
-    async def _older_holding(memory_id: str) -> tuple[str, ...] | None:
-        for namespace in scope.older:
-            if await store.aget(namespace, memory_id) is not None:
-                return namespace
-        return None
-
-    async def forget(memory_id: str | None) -> dict[str, Any]:
-        if not memory_id:
-            raise ToolFailure({"error": "no_id", "error_text": "Give the id of the memory."})
-        for namespace in scope.reads:
-            if await store.aget(namespace, memory_id) is not None:
-                await store.adelete(namespace, memory_id)
-                if presence is not None:
-                    presence.forgot(memory_id)
-                return {"forgotten": memory_id}
-        raise ToolFailure({"error": "not_found", "error_text": f"No memory {memory_id}."})
-
     @_storage_failures_explained
     async def memory(action: str, text: str | None = None, id: str | None = None) -> dict[str, Any]:
         memory_id = clean_text(id) if id else None
         if action == "remember":
-            return await remember(text, memory_id)
+            return await _remember(store, scope, text, memory_id)
         if action == "recall":
             return {"memories": await recall(store, scope, clean_text(text or ""), limit=10)}
         if action == "forget":
-            return await forget(memory_id)
+            return await _forget(store, scope, presence, memory_id)
         raise ToolFailure(
             {"error": "bad_action", "error_text": f"action is one of {', '.join(_ACTIONS)}."}
         )
@@ -347,3 +304,58 @@ def memory_tools(
             coroutine=memory,
         )
     ]
+
+
+async def _remember(
+    store: BaseStore, scope: MemoryScope, text: str | None, memory_id: str | None
+) -> dict[str, Any]:
+    """The memory tool's remember: a new memory, or `memory_id`'s text replaced (moved
+    into the scope's own namespace when an older namespace holds it)."""
+    # The arguments were cleaned when the model's answer was read; memories also come
+    # from other tools' callers, and SQLite refuses invalid Unicode.
+    text = " ".join(clean_text(text or "").split())
+    if not text:
+        raise ToolFailure({"error": "empty", "error_text": "There is nothing to remember."})
+    if len(text) > MAX_MEMORY_CHARS:
+        raise ToolFailure(
+            {
+                "error": "too_long",
+                "error_text": f"A memory holds at most {MAX_MEMORY_CHARS} characters; "
+                "save the key fact only.",
+            }
+        )
+    key = memory_id or uuid.uuid4().hex[:12]
+    moved_from = None
+    if memory_id and await store.aget(scope.writes, memory_id) is None:
+        moved_from = await _older_holding(store, scope, memory_id)
+        if moved_from is None:
+            raise ToolFailure({"error": "not_found", "error_text": f"No memory {memory_id}."})
+    await store.aput(scope.writes, key, {"text": text})
+    if moved_from is not None:
+        # Written first, deleted after: a failure in between leaves two copies, not none.
+        await store.adelete(moved_from, key)
+    return {"saved": key, "text": text}
+
+
+async def _older_holding(
+    store: BaseStore, scope: MemoryScope, memory_id: str
+) -> tuple[str, ...] | None:
+    for namespace in scope.older:
+        if await store.aget(namespace, memory_id) is not None:
+            return namespace
+    return None
+
+
+async def _forget(
+    store: BaseStore, scope: MemoryScope, presence: MemoryPresence | None, memory_id: str | None
+) -> dict[str, Any]:
+    """The memory tool's forget: the memory goes from whichever namespace holds it."""
+    if not memory_id:
+        raise ToolFailure({"error": "no_id", "error_text": "Give the id of the memory."})
+    for namespace in scope.reads:
+        if await store.aget(namespace, memory_id) is not None:
+            await store.adelete(namespace, memory_id)
+            if presence is not None:
+                presence.forgot(memory_id)
+            return {"forgotten": memory_id}
+    raise ToolFailure({"error": "not_found", "error_text": f"No memory {memory_id}."})

@@ -1,6 +1,6 @@
 """One model answer, streamed: the main model with its retries, then the fallback.
 
-Every answer goes through here: a conversation turn's model node (graph.py) and a task's
+Every answer goes through here: a conversation turn's model node (graph/graph.py) and a task's
 one-shot call (one_shot.py) alike, so both retry and fall back by the same rules.
 """
 
