@@ -14,7 +14,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 # Importing our package first makes the plugin find it instead of its own testing_config.
 import custom_components.langgraph_conversation  # noqa: F401
-from custom_components.langgraph_conversation.agent.model import async_release_shared_clients
+from custom_components.langgraph_conversation.agent.models import async_release_shared_clients
 from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
 from custom_components.langgraph_conversation.const import (
     CONF_API_BASE,

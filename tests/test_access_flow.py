@@ -15,8 +15,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 import voluptuous as vol
 
 from custom_components.langgraph_conversation import config_flow
-from custom_components.langgraph_conversation.agent.catalog import async_list_models
-from custom_components.langgraph_conversation.agent.model import ModelAccess
+from custom_components.langgraph_conversation.agent.models import ModelAccess, async_list_models
 from custom_components.langgraph_conversation.const import (
     CONF_API_BASE,
     CONF_API_KEY,

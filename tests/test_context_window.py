@@ -15,11 +15,9 @@ import litellm
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_capture_events
 
-from custom_components.langgraph_conversation.agent.model import (
-    ModelErrorKind,
-    classify_error,
-    is_retryable,
-)
+from custom_components.langgraph_conversation.agent.errors import ModelErrorKind
+from custom_components.langgraph_conversation.agent.models import classify_error
+from custom_components.langgraph_conversation.agent.models.error_kinds import is_retryable
 from custom_components.langgraph_conversation.const import EVENT_ACTIVITY
 from fakes import ErrorReply, FakeOpenAIServer
 from homeassistant.components import conversation

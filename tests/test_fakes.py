@@ -25,12 +25,12 @@ import ollama
 import openai
 import pytest
 
-from custom_components.langgraph_conversation.agent.confirmation import Released
 from custom_components.langgraph_conversation.agent.events import ToolCall as AgentToolCall
-from custom_components.langgraph_conversation.agent.tool_calls import (
+from custom_components.langgraph_conversation.agent.graph.tool_calls import (
     confirmed_results,
     tool_message,
 )
+from custom_components.langgraph_conversation.agent.guard import Released
 from fakes import FakeOllamaServer, FakeOpenAIServer, Reply, ToolCall
 from fakes.offline_model import LITELLM_MODEL, OfflineModelServer
 

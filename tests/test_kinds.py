@@ -17,8 +17,8 @@ from pytest_homeassistant_custom_component.components.diagnostics import (
 )
 from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
-from custom_components.langgraph_conversation.agent.graph import REWRITE_INSTRUCTIONS
-from custom_components.langgraph_conversation.agent.prompts import BASE_PROMPTS
+from custom_components.langgraph_conversation.agent.graph.graph import REWRITE_INSTRUCTIONS
+from custom_components.langgraph_conversation.agent.graph.prompts import BASE_PROMPTS
 from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
 from custom_components.langgraph_conversation.const import (
     CONF_AGENT_KIND,

@@ -15,6 +15,8 @@
   scripts/lib/ holds the shell helpers the entry scripts share.
 - The tests' folders mirror the code's (tests/agent/ for agent/, ...), besides the named
   cross-cutting suites.
+- agent/'s subpackages are reached through their faces (their __init__.py) from outside
+  them, and agent's rooms import one another without a circle.
 
 Read from the source (every import statement, also inside functions), so a lazy import
 cannot slip past.
@@ -37,11 +39,11 @@ FORBIDDEN = {
 }
 
 
-def _imports(source: str, room: str, depth: int = 0) -> list[tuple[int, str]]:
-    """(line, what) for every import in a module of `room`, `depth` folders below the
-    room's own (storage/sqlite/store.py: 1): absolute module names, or the room a relative
-    one reaches ("tools", "agent", "storage", or "<integration>" for the package's own
-    top-level modules)."""
+def _imports(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, what) for every import in a module of `package` (its dotted place inside the
+    integration, "agent" or "agent.graph"): absolute module names' top package, or the room
+    a relative one reaches ("tools", "agent", "storage", or "<integration>" for the
+    package's own top-level modules)."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -49,13 +51,19 @@ def _imports(source: str, room: str, depth: int = 0) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             if node.level == 0:
                 found.append((node.lineno, (node.module or "").split(".")[0]))
-            elif node.level <= depth + 1:
-                found.append((node.lineno, room))  # the same room
             else:
-                target = (node.module or "").split(".")[0]
+                target = _relative_target(node, package).split(".")[0]
                 rooms = {*FORBIDDEN, "tools"}
                 found.append((node.lineno, target if target in rooms else "<integration>"))
     return found
+
+
+def _relative_target(node: ast.ImportFrom, package: str) -> str:
+    """The dotted module a relative import names, inside the integration ("" for the
+    integration's own package)."""
+    parts = package.split(".") if package else []
+    base = parts[: len(parts) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
 
 
 @pytest.mark.parametrize("room", sorted(FORBIDDEN))
@@ -66,12 +74,15 @@ def test_rooms_import_only_what_they_may(room: str) -> None:
     broken = [
         f"{path.relative_to(PACKAGE)}:{line} imports {target}"
         for path in files
-        for line, target in _imports(
-            path.read_text(encoding="utf-8"), room, len(path.relative_to(PACKAGE / room).parts) - 1
-        )
+        for line, target in _imports(path.read_text(encoding="utf-8"), _package_of(path))
         if target in FORBIDDEN[room]
     ]
     assert broken == []
+
+
+def _package_of(path: Path) -> str:
+    """A module's package, dotted, inside the integration ("agent.graph")."""
+    return ".".join(path.relative_to(PACKAGE).parent.parts)
 
 
 def test_the_check_sees_forbidden_imports() -> None:
@@ -104,7 +115,7 @@ def test_the_check_knows_where_a_subpackage_module_stands() -> None:
         "from ...agent.model import ModelAccess\n"
         "from ... import const\n"
     )
-    assert [target for _, target in _imports(source, "storage", depth=1)] == [
+    assert [target for _, target in _imports(source, "storage.sqlite")] == [
         "storage",
         "storage",
         "agent",
@@ -386,3 +397,160 @@ def test_test_folders_mirror_the_code() -> None:
     ]
     missing_init = [f.as_posix() for f in folders if not (tests / f / "__init__.py").is_file()]
     assert (strays, missing_init) == ([], [])
+
+
+# -- agent/'s faces and floors -------------------------------------------------------------
+# agent/ is rooms of its own: top-level modules (errors.py, events.py, hooks.py) and
+# subpackages whose __init__.py is their face (what others may use). Code outside a
+# subpackage imports its face, never a module below it: the face can change behind it.
+AGENT = PACKAGE / "agent"
+_DOTTED = "custom_components.langgraph_conversation"
+# Library workarounds, one a module, each with its contract test: imported by name, no face.
+_FACELESS = {"upstream"}
+
+
+def _module_of(path: Path) -> str:
+    """A file's dotted module name ("custom_components.langgraph_conversation.agent")."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_modules(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """(line, dotted module) for every import, relative ones resolved; `from x import y`
+    names x.y as well when y may be a module (the caller checks which exist)."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            found.append((node.lineno, target))
+            found += [(node.lineno, f"{target}.{alias.name}") for alias in node.names]
+    return found
+
+
+def _agent_room(dotted: str) -> tuple[str, bool] | None:
+    """The agent room a dotted module lies in, and whether it names a module below a
+    subpackage's face; None outside agent/ or for a name that is no module."""
+    prefix = f"{_DOTTED}.agent."
+    if not dotted.startswith(prefix):
+        return None
+    parts = dotted.removeprefix(prefix).split(".")
+    path = AGENT.joinpath(*parts)
+    if not (path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()):
+        return None
+    return parts[0], len(parts) > 1
+
+
+def _below_a_face(files: list[Path]) -> list[str]:
+    """Imports, in `files`, of a module below one of agent's subpackage faces (a module
+    of agent/ importing within its own subpackage is fine)."""
+    broken = []
+    for path in files:
+        module = _module_of(path)
+        own = _agent_room(module) if path.is_relative_to(AGENT) else None
+        source = path.read_text(encoding="utf-8")
+        for line, dotted in _imported_modules(source, module, path.name == "__init__.py"):
+            room = _agent_room(dotted)
+            if room is None or not room[1] or room[0] in _FACELESS:
+                continue
+            if own is None or own[0] != room[0]:
+                broken.append(f"{path.relative_to(ROOT)}:{line} imports {dotted}")
+    return broken
+
+
+def test_only_faces_are_imported_from_agent_subpackages() -> None:
+    """Outside agent/ (the integration, its scripts) and across agent's own rooms, a
+    subpackage is reached through its face (`agent.models`, never `agent.models.chat`);
+    the tests may reach inside to test a part alone. upstream/ has no face: each of its
+    workarounds is a module of its own, imported by name."""
+    files = sorted(
+        path
+        for folder in (PACKAGE, ROOT / "scripts")
+        for path in folder.rglob("*.py")
+        if "__pycache__" not in path.parts
+    )
+    assert files
+    assert _below_a_face(files) == []
+
+
+def test_the_face_check_sees_imports_below_a_face() -> None:
+    """The walker itself: a lazy, relative import of a module below a face is found, in
+    either form, and a face import is not."""
+    module = PACKAGE / "services.py"
+    source = (
+        "from .agent.models import ModelAccess\n"
+        "from .agent.errors import TurnError\n"
+        "def f():\n"
+        "    from .agent.models.access import ModelAccess\n"
+        "    from .agent.models import chat\n"
+        "    import custom_components.langgraph_conversation.agent.graph.state\n"
+    )
+    found = [
+        dotted
+        for _, dotted in _imported_modules(source, _module_of(module), is_package=False)
+        if (room := _agent_room(dotted)) is not None and room[1]
+    ]
+    assert found == [
+        f"{_DOTTED}.agent.models.access",
+        f"{_DOTTED}.agent.models.chat",
+        f"{_DOTTED}.agent.graph.state",
+    ]
+
+
+def _agent_rooms_graph() -> dict[str, set[str]]:
+    """agent's rooms (top-level modules and subpackages) and the rooms each imports."""
+    arrows: dict[str, set[str]] = {}
+    for path in sorted(AGENT.rglob("*.py")):
+        module = _module_of(path)
+        own = _agent_room(module) if path != AGENT / "__init__.py" else ("__init__", False)
+        assert own is not None
+        source = path.read_text(encoding="utf-8")
+        for _, dotted in _imported_modules(source, module, path.name == "__init__.py"):
+            room = _agent_room(dotted)
+            arrows.setdefault(own[0], set())
+            if room is not None and room[0] != own[0]:
+                arrows[own[0]].add(room[0])
+    return arrows
+
+
+def _circle(arrows: dict[str, set[str]]) -> list[str]:
+    """One import circle among the rooms, or [] when there is none."""
+    state: dict[str, str] = {}
+    trail: list[str] = []
+
+    def visit(room: str) -> list[str]:
+        state[room] = "open"
+        trail.append(room)
+        for target in sorted(arrows.get(room, ())):
+            if state.get(target) == "open":
+                return [*trail[trail.index(target) :], target]
+            if target not in state and (found := visit(target)):
+                return found
+        state[room] = "done"
+        trail.pop()
+        return []
+
+    for room in sorted(arrows):
+        if room not in state and (found := visit(room)):
+            return found
+    return []
+
+
+def test_agent_rooms_import_in_one_direction() -> None:
+    """No import circle among agent's rooms: each stands on the ones below it."""
+    arrows = _agent_rooms_graph()
+    assert {"errors", "guard", "models", "graph", "runtime"} <= set(arrows)
+    assert _circle(arrows) == []
+
+
+def test_the_circle_check_sees_a_circle() -> None:
+    """The search finds a circle through three rooms, and none in a ladder."""
+    assert _circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _circle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []

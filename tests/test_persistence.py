@@ -15,7 +15,7 @@ from pytest_homeassistant_custom_component.common import (
 )
 
 from custom_components.langgraph_conversation import persistence
-from custom_components.langgraph_conversation.agent.model import ModelAccess
+from custom_components.langgraph_conversation.agent.models import ModelAccess
 from custom_components.langgraph_conversation.const import (
     CONF_CHECKPOINTS_KEPT,
     CONF_EMBEDDING_API_KEY,

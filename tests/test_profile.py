@@ -12,7 +12,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 import voluptuous as vol
 
 from custom_components.langgraph_conversation.agent.graph import AgentKind
-from custom_components.langgraph_conversation.agent.model import ModelAccess
+from custom_components.langgraph_conversation.agent.models import ModelAccess
 from custom_components.langgraph_conversation.const import (
     CONF_AGENT_KIND,
     CONF_API_BASE,

@@ -26,10 +26,8 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_capture_events
 
 from custom_components.langgraph_conversation.activity import TRACE_KEY
-from custom_components.langgraph_conversation.agent.redaction import (
-    PLACEHOLDER,
-    SecretRedactingFilter,
-)
+from custom_components.langgraph_conversation.agent.guard import PLACEHOLDER
+from custom_components.langgraph_conversation.agent.guard.redaction import SecretRedactingFilter
 from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
 from custom_components.langgraph_conversation.const import (
     CONF_ACTIVITY_CONTENTS,

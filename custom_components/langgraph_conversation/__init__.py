@@ -15,8 +15,8 @@ from homeassistant.helpers.typing import ConfigType
 # Importing the agent package sets LiteLLM's environment switches before LiteLLM loads.
 # Home Assistant imports this module in its executor, so these heavy imports stay off
 # the event loop.
-from .agent import redaction
-from .agent.model import ModelAccess, async_release_shared_clients, warm_up
+from .agent.guard import install_redaction
+from .agent.models import ModelAccess, async_release_shared_clients, warm_up
 from .agent.runtime import MEMORY_THREADS, AgentRuntime, memory_checkpointer
 from .const import (
     CONF_API_BASE,
@@ -69,12 +69,12 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         max_threads=max_threads,
         links=backend.links if backend is not None else None,
         ratings=backend.ratings if backend is not None else None,
+        storage_errors=storage.errors,
+        on_storage_error=partial(report_threads_failure, hass),
     )
-    entry.runtime_data.storage_errors = storage.errors
-    entry.runtime_data.on_storage_error = partial(report_threads_failure, hass)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     # Now every module (the platforms', the providers' the warm-up loaded) has its logger.
-    redaction.install()
+    install_redaction()
     entry.async_on_unload(entry.add_update_listener(_async_reload))
     entry.async_on_unload(
         hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, partial(_async_stop, hass))

@@ -19,16 +19,9 @@ from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.util import ulid as ulid_util
 
-from .agent.events import (
-    PromptTruncated,
-    RequestTrimmed,
-    TextFlagged,
-    ToolCall,
-    ToolCallFinished,
-)
+from .agent.events import PromptTruncated, RequestTrimmed, TextFlagged, ToolCall, ToolCallFinished
+from .agent.guard import Finding, pattern_ids, redact_data
 from .agent.hooks import TurnFailed, TurnHooks, TurnStarted, TurnSummary
-from .agent.injection import Finding, pattern_ids
-from .agent.redaction import redact_data
 from .const import EVENT_ACTIVITY
 
 # Key of our entries in the conversation trace's agent details.

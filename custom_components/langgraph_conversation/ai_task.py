@@ -17,7 +17,7 @@ from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from . import LangGraphConfigEntry
 from .activity import ActivityReporter
-from .agent.one_shot import InvalidAnswer, run_task
+from .agent.models import InvalidAnswer, run_task
 from .const import CONF_ACTIVITY_CONTENTS, DOMAIN, SUBENTRY_AI_TASK
 from .entity import SubentryEntity, add_subentry_entities
 from .task_assembly import assemble_task, structure_check

@@ -38,20 +38,17 @@ from homeassistant.helpers.selector import (
     TextSelectorType,
 )
 
-from .agent.catalog import async_list_models
-from .agent.embeddings import (
-    EmbeddingError,
-    async_embed,
-    embedding_access,
-    warm_up_embeddings,
-)
+from .agent.errors import ModelError, ModelErrorKind
 from .agent.graph import AgentKind
-from .agent.model import (
+from .agent.models import (
+    EmbeddingError,
     ModelAccess,
-    ModelError,
-    ModelErrorKind,
     async_check_access,
+    async_embed,
+    async_list_models,
+    embedding_access,
     provider_of,
+    warm_up_embeddings,
     warm_up_once,
 )
 from .const import (

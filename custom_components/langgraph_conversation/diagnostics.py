@@ -14,7 +14,7 @@ from homeassistant.components.diagnostics import async_redact_data
 from homeassistant.core import HomeAssistant
 
 from . import LangGraphConfigEntry
-from .agent.redaction import redact_data
+from .agent.guard import redact_data
 from .const import (
     CONF_API_KEY,
     CONF_BASE_PROMPT,

@@ -19,6 +19,7 @@ from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.translation import async_get_exception_message
 
 from . import LangGraphConfigEntry
+from .agent.errors import ModelErrorKind, TurnError
 from .agent.events import (
     AgentEvent,
     ConfirmationRequested,
@@ -27,8 +28,6 @@ from .agent.events import (
     ToolCallFinished,
     ToolCallsRequested,
 )
-from .agent.model import ModelErrorKind
-from .agent.runtime import TurnError
 from .const import CONF_MODEL, DOMAIN
 
 _LOGGER = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from homeassistant.components import conversation
 from homeassistant.core import Context
 from homeassistant.util.ulid import ulid_to_bytes
 
-from .agent.text import storable_key
-from .agent.threads import Party, ThreadRequest, continue_window
+from .agent.guard import storable_key
+from .agent.memory import Party, ThreadRequest, continue_window
 from .profile import AgentProfile
 
 

@@ -49,8 +49,7 @@ from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
 from homeassistant.util.hass_dict import HassKey
 
-from .agent.embeddings import LiteLLMEmbedder, embedding_access, warm_up_embeddings
-from .agent.model import ModelAccess
+from .agent.models import LiteLLMEmbedder, ModelAccess, embedding_access, warm_up_embeddings
 from .const import (
     CHECKPOINTS_KEPT_PER_THREAD,
     CONF_API_BASE,

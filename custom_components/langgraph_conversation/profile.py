@@ -23,9 +23,8 @@ from homeassistant.util import slugify
 
 from .agent.graph import AgentKind
 from .agent.knowledge import KnowledgeSource
-from .agent.model import ModelAccess, ModelSettings
-from .agent.roles import RoleAccesses, role_access
-from .agent.turn import AgentSettings
+from .agent.models import ModelAccess, ModelSettings, RoleAccesses, role_access
+from .agent.runtime import AgentSettings
 from .const import (
     CONF_ACTIVITY_CONTENTS,
     CONF_AGENT_KIND,

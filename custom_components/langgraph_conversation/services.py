@@ -40,10 +40,9 @@ from homeassistant.exceptions import HomeAssistantError, ServiceValidationError,
 from homeassistant.helpers import config_validation as cv, entity_registry as er
 from homeassistant.util import dt as dt_util
 
-from .agent.feedback import RATINGS
-from .agent.memory import HOUSEHOLD, MEMORY_ROOT, person_label, personal_namespaces
+from .agent.guard import clean_text, storable_key
+from .agent.memory import HOUSEHOLD, MEMORY_ROOT, RATINGS, person_label, personal_namespaces
 from .agent.runtime import AgentRuntime
-from .agent.text import clean_text, storable_key
 from .const import DOMAIN, EVENT_ACTIVITY, SUBENTRY_CONVERSATION
 from .migrate import DIRECTIONS, async_migrate
 from .parties import party_of_action

@@ -21,8 +21,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
 
-from .agent.model import ModelAccess
-from .agent.one_shot import InvalidAnswer, TaskRequest, model_capabilities
+from .agent.models import InvalidAnswer, ModelAccess, TaskRequest, model_capabilities
 from .const import CONF_MODEL_RETRIES, DEFAULT_AI_TASK_TEMPERATURE, DEFAULT_MODEL_RETRIES, DOMAIN
 from .profile import agent_roles, model_settings
 from .tools.schema import sanitize_schema, schema_to_json

@@ -21,11 +21,9 @@ from homeassistant.helpers.translation import async_get_exception_message
 from homeassistant.util import dt as dt_util
 
 from .activity import ActivityReporter
-from .agent.confirmation import Requester
 from .agent.events import TextFlagged
-from .agent.runtime import AgentRuntime
-from .agent.text import clean_text
-from .agent.turn import Turn
+from .agent.guard import Requester, clean_text
+from .agent.runtime import AgentRuntime, Turn
 from .const import DOMAIN, MAX_REQUEST_CHARS
 from .parties import thread_request
 from .profile import AgentProfile

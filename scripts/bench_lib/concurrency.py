@@ -76,7 +76,7 @@ async def lost_in_our_thread(bench: Bench, conversation_id: str, texts: list[str
     subentry_id = next(
         sid for sid, sub in bench.ours.entry.subentries.items() if sub.title == bench.ours.label
     )
-    from custom_components.langgraph_conversation.agent.threads import Party
+    from custom_components.langgraph_conversation.agent.memory import Party
 
     # The thread of the bench's person (no device), as their next turn would find it.
     party = Party(user=await bench_user(bench))

@@ -59,9 +59,12 @@ def _retention(const: Any) -> tuple[str, int] | None:
 
 async def _run_thread(bench: Bench, saver: Any, turns: int) -> None:
     """Run `turns` turns of one thread on a runtime using `saver`."""
-    from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
-    from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn
-    from custom_components.langgraph_conversation.agent.turn import AgentSettings
+    from custom_components.langgraph_conversation.agent.models import ModelAccess, ModelSettings
+    from custom_components.langgraph_conversation.agent.runtime import (
+        AgentRuntime,
+        AgentSettings,
+        Turn,
+    )
 
     runtime = AgentRuntime(
         ModelAccess(model=f"ollama_chat/{MODEL}", api_base=bench.server.base_url), saver

@@ -10,6 +10,7 @@ from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 import pytest
 
+from custom_components.langgraph_conversation.agent.errors import TurnError
 from custom_components.langgraph_conversation.agent.events import TextDelta
 from custom_components.langgraph_conversation.agent.hooks import (
     TurnFailed,
@@ -17,9 +18,8 @@ from custom_components.langgraph_conversation.agent.hooks import (
     TurnStarted,
     TurnSummary,
 )
-from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
-from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn, TurnError
-from custom_components.langgraph_conversation.agent.turn import AgentSettings
+from custom_components.langgraph_conversation.agent.models import ModelAccess, ModelSettings
+from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, AgentSettings, Turn
 from fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 
 MODEL = "openai/gpt-test"

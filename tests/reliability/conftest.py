@@ -17,8 +17,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.langgraph_conversation.agent.prompts import is_note
-from custom_components.langgraph_conversation.agent.threads import Party
+from custom_components.langgraph_conversation.agent.graph import is_note
+from custom_components.langgraph_conversation.agent.memory import Party
 from custom_components.langgraph_conversation.const import (
     DOMAIN,
 )

@@ -21,17 +21,14 @@ from langchain_core.messages.tool import tool_call_chunk
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
-from custom_components.langgraph_conversation.agent.answer import (
-    CALL_COST,
-    MAX_ANSWER_CHARS,
-    AnswerBuilder,
-)
-from custom_components.langgraph_conversation.agent.tool_calls import (
+from custom_components.langgraph_conversation.agent.graph.tool_calls import (
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENTS_CHARS,
     MAX_TOOL_CALLS_KEPT,
     MAX_TOOL_CALLS_PER_MESSAGE,
 )
+from custom_components.langgraph_conversation.agent.models import AnswerBuilder
+from custom_components.langgraph_conversation.agent.models.answer import CALL_COST, MAX_ANSWER_CHARS
 from custom_components.langgraph_conversation.const import (
     CONF_LLM_HASS_API,
     CONF_REQUEST_TIMEOUT,

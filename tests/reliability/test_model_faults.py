@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.langgraph_conversation.agent import model_call
+from custom_components.langgraph_conversation.agent.models import model_call
 from custom_components.langgraph_conversation.const import (
     CONF_HISTORY_BUDGET,
     CONF_MAX_TOOL_ROUNDS,

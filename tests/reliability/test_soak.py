@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.langgraph_conversation.agent.history import SUMMARY_INSTRUCTIONS
+from custom_components.langgraph_conversation.agent.graph.history import SUMMARY_INSTRUCTIONS
 from fakes import AnyReply, ErrorReply, FakeOpenAIServer, Reply, StreamFault, ToolCall
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import intent

@@ -22,9 +22,8 @@ from pytest_homeassistant_custom_component.common import (
 )
 
 from custom_components.langgraph_conversation.agent.events import AgentEvent, ToolCallFinished
-from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
-from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn
-from custom_components.langgraph_conversation.agent.turn import AgentSettings
+from custom_components.langgraph_conversation.agent.models import ModelAccess, ModelSettings
+from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, AgentSettings, Turn
 from custom_components.langgraph_conversation.tools.registry import (
     ToolContext,
     ToolSpec,

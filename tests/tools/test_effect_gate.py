@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
-from custom_components.langgraph_conversation.agent.confirmation import (
-    CONFIRMATION_TIMEOUT,
+from custom_components.langgraph_conversation.agent.guard import CONFIRMATION_TIMEOUT
+from custom_components.langgraph_conversation.agent.guard.confirmation import (
     YES_REPLIES,
     is_affirmative,
 )

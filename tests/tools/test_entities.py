@@ -9,7 +9,7 @@ from langchain_core.tools import BaseTool
 import litellm
 import pytest
 
-from custom_components.langgraph_conversation.agent.tool_calls import ToolFailure
+from custom_components.langgraph_conversation.agent.errors import ToolFailure
 from custom_components.langgraph_conversation.tools import entities, lights
 from custom_components.langgraph_conversation.tools.entities import SPECS, home_summary
 from custom_components.langgraph_conversation.tools.schema import sanitize_schema

@@ -7,7 +7,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 import pytest
 
-from custom_components.langgraph_conversation.agent.tool_calls import ToolFailure
+from custom_components.langgraph_conversation.agent.errors import ToolFailure
 from custom_components.langgraph_conversation.tools.lights import SPECS
 from custom_components.langgraph_conversation.tools.registry import as_langchain_tools
 from fakes import FakeOpenAIServer, ToolCall

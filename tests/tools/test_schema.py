@@ -10,7 +10,7 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 import voluptuous as vol
 
-from custom_components.langgraph_conversation.agent.state import openai_tool
+from custom_components.langgraph_conversation.agent.graph import openai_tool
 from custom_components.langgraph_conversation.const import CONF_LLM_HASS_API
 from custom_components.langgraph_conversation.tools import schema as tool_schema
 from custom_components.langgraph_conversation.tools.ha_llm_api import tools_from_llm_api

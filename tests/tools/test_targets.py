@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from custom_components.langgraph_conversation.agent.tool_calls import ToolFailure
+from custom_components.langgraph_conversation.agent.errors import ToolFailure
 from custom_components.langgraph_conversation.tools.targets import resolve_targets
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import area_registry as ar, device_registry as dr

@@ -12,11 +12,10 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 import pytest
 
+from custom_components.langgraph_conversation.agent.errors import ToolFailure
 from custom_components.langgraph_conversation.agent.events import TextDelta
-from custom_components.langgraph_conversation.agent.model import ModelAccess, ModelSettings
-from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, Turn
-from custom_components.langgraph_conversation.agent.tool_calls import ToolFailure
-from custom_components.langgraph_conversation.agent.turn import AgentSettings
+from custom_components.langgraph_conversation.agent.models import ModelAccess, ModelSettings
+from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, AgentSettings, Turn
 from custom_components.langgraph_conversation.tools.registry import ToolContext, as_langchain_tools
 from custom_components.langgraph_conversation.tools.schema import sanitize_schema
 from custom_components.langgraph_conversation.tools.weather import SPECS

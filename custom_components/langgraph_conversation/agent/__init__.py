@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import os
 
-from . import redaction
-
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
 os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
 os.environ.setdefault("LANGGRAPH_STRICT_MSGPACK", "true")
 
+# After the switches: the guard package imports langchain_core.
+from .guard import install_redaction
 
 # LiteLLM loads with the cyclic garbage collector paused and its heap frozen after
 # (upstream/heap.py): imported after the switches above, so they are read.
@@ -35,7 +35,7 @@ litellm.disable_aiohttp_transport = True
 for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
     logging.getLogger(_name).handlers.clear()
 # ...and never with an API key in it (LiteLLM logs every call's arguments at DEBUG).
-redaction.install()
+install_redaction()
 
 
 # Workarounds applied at import, each on the library version it was written for

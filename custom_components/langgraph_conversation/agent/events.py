@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .injection import Finding
+from .guard import Finding
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class ToolCallFinished:
     call: ToolCall
     result: Any
     is_error: bool = False
-    # What the injection scan found in the result (see injection.py); the model reads
+    # What the injection scan found in the result (see guard/injection.py); the model reads
     # the result quoted, with a note when this is not empty.
     flags: tuple[Finding, ...] = ()
 
@@ -89,7 +89,7 @@ class ModelCallFinished:
 
 @dataclass(frozen=True, slots=True)
 class RequestTrimmed:
-    """A request was trimmed to fit the model's context window (window.py says how).
+    """A request was trimmed to fit the model's context window (graph/window.py says how).
 
     Token counts are the agent's estimate, the reply budget included.
     """

@@ -42,12 +42,7 @@ from homeassistant.core import Context, HomeAssistant, ServiceRegistry, State
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import target as target_helpers
 
-from ..agent.confirmation import (
-    CONFIRMATION_TIMEOUT,
-    HeldEffects,
-    Released,
-    current_tool_call,
-)
+from ..agent.guard import CONFIRMATION_TIMEOUT, HeldEffects, Released, current_tool_call
 
 _LOGGER = logging.getLogger(__name__)
 

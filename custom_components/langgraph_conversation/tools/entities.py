@@ -22,7 +22,7 @@ from homeassistant.const import ATTR_UNIT_OF_MEASUREMENT
 from homeassistant.core import HomeAssistant, State
 from homeassistant.helpers import entity_registry as er, floor_registry as fr
 
-from ..agent.tool_calls import ToolFailure
+from ..agent.errors import ToolFailure
 from .registry import ToolContext, ToolSpec
 from .targets import entity_area, resolve_targets
 

@@ -18,7 +18,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import floor_registry as fr, llm
 
-from ..agent.tool_calls import ToolFailure
+from ..agent.errors import ToolFailure
 from .assist_wording import shorter, shorter_parameters
 from .media_intents import grouped_media_intents
 from .schema import lean_schema, tool_parameters, without_unmatchable

@@ -27,7 +27,7 @@ from homeassistant.const import ATTR_ENTITY_ID, STATE_ON, STATE_UNAVAILABLE
 from homeassistant.core import State
 from homeassistant.util import color as color_util
 
-from ..agent.tool_calls import ToolFailure
+from ..agent.errors import ToolFailure
 from .registry import ToolContext, ToolSpec
 from .targets import resolve_targets
 

@@ -23,7 +23,7 @@ from homeassistant.components.media_player import (
 from homeassistant.const import ATTR_ENTITY_ID, ATTR_SUPPORTED_FEATURES, STATE_UNAVAILABLE
 from homeassistant.core import State
 
-from ..agent.tool_calls import ToolFailure
+from ..agent.errors import ToolFailure
 from .registry import ToolContext, ToolSpec
 from .targets import entity_area, resolve_targets
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 
-from ..agent.tool_calls import ToolFailure
+from ..agent.errors import ToolFailure
 
 # Home Assistant's media intents (without an integration prefix) → the action naming it.
 MEDIA_ACTIONS = {

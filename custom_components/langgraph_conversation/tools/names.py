@@ -19,9 +19,8 @@ from homeassistant.helpers import (
 )
 
 from ..agent.events import TextFlagged
-from ..agent.injection import scan_name
-from ..agent.prompts import speaker_layer
-from ..agent.quoting import quoted_flagged
+from ..agent.graph import speaker_layer
+from ..agent.guard import quoted_flagged, scan_name
 from .entities import _aliases as entity_aliases
 
 NAMES_NOTICE = (

@@ -20,7 +20,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 
-from ..agent.tool_calls import ToolFailure
+from ..agent.errors import ToolFailure
 from .schema import sanitize_schema
 
 # Seconds a tool may take before the model is told it timed out.

@@ -21,7 +21,7 @@ from homeassistant.helpers.intent import (
     async_match_targets,
 )
 
-from ..agent.tool_calls import ToolFailure
+from ..agent.errors import ToolFailure
 from .registry import ToolContext
 
 # Ambiguity errors list at most this many candidates: enough to ask back, short for voice.

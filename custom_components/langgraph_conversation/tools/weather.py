@@ -15,7 +15,7 @@ from homeassistant.const import ATTR_SUPPORTED_FEATURES, STATE_UNAVAILABLE, STAT
 from homeassistant.core import State
 from homeassistant.util import dt as dt_util
 
-from ..agent.tool_calls import ToolFailure
+from ..agent.errors import ToolFailure
 from .registry import ToolContext, ToolSpec
 from .targets import resolve_targets
 

@@ -73,7 +73,7 @@ async def test_closing_leaves_no_client_open_and_none_cached(
     )
     async for _chunk in stream:
         pass
-    # As the agent does after every answer (model.py `_close_stream`): a wrapper left to
+    # As the agent does after every answer (models/chat.py `_close_stream`): a wrapper left to
     # the garbage collector finishes its generator in a task of its own, later.
     await stream.aclose()
     cached = list(litellm.in_memory_llm_clients_cache.cache_dict.values())

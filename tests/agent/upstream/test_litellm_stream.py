@@ -2,7 +2,7 @@
 wrapper, the parser's output shape, and the wrapper's error mapping.
 
 That the lean stream gives LangGraph what LiteLLM's wrapper gives is checked end to end in
-tests/agent/test_lean_stream.py.
+tests/agent/models/test_lean_stream.py.
 """
 
 from __future__ import annotations

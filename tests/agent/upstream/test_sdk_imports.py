@@ -3,7 +3,7 @@ request imports still exist under those names and are what the SDKs use, on the 
 Home Assistant pins.
 
 That the warm-up leaves the first embedding nothing to import is checked through LiteLLM's
-real client in tests/agent/test_embeddings.py and tests/test_blocking.py.
+real client in tests/agent/models/test_embeddings.py and tests/test_blocking.py.
 """
 
 from __future__ import annotations

@@ -11,14 +11,14 @@ import sqlite3
 
 import pytest
 
-from custom_components.langgraph_conversation.agent.threads import (
+from custom_components.langgraph_conversation.agent.memory import (
     MemoryLinkStore,
     Party,
     ThreadRequest,
     choose_thread,
     find_thread,
-    thread_id_for,
 )
+from custom_components.langgraph_conversation.agent.memory.threads import thread_id_for
 from custom_components.langgraph_conversation.storage.sqlite.checkpointer import (
     SqliteCheckpointSaver,
 )

@@ -91,7 +91,7 @@ async def close_shared_clients() -> None:
     """Stop LiteLLM's logging worker and threads and close its cached clients.
 
     Only on the checked version (otherwise nothing, see the module); the caller makes sure
-    no call is using the clients meanwhile (agent/client_users.py).
+    no call is using the clients meanwhile (agent/models/client_users.py).
     """
     if not ACTIVE:
         return

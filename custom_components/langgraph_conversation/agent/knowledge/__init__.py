@@ -1,0 +1,29 @@
+"""The agent's documents: a folder indexed into passages (text and PDF, the PDF read by a
+worker process of its own), searched per turn and by a tool.
+
+The names here are what code outside this folder may use.
+"""
+
+from __future__ import annotations
+
+from .index import (
+    IndexReport,
+    KnowledgeIndex,
+    KnowledgeSource,
+    Passage,
+    forget_knowledge,
+    knowledge_block,
+    passage_flags,
+    search_knowledge_tool,
+)
+
+__all__ = [
+    "IndexReport",
+    "KnowledgeIndex",
+    "KnowledgeSource",
+    "Passage",
+    "forget_knowledge",
+    "knowledge_block",
+    "passage_flags",
+    "search_knowledge_tool",
+]

@@ -1,0 +1,61 @@
+"""Model access through LiteLLM: settings and credentials, chat models and their
+streams, error classification, warm-up and shared clients, roles (fast, fallback), the
+model catalog, Ollama's options, embeddings, one streamed model call with its fallback,
+and one-shot calls (AI Task) that need no graph.
+
+The names here are what code outside this folder may use.
+"""
+
+from __future__ import annotations
+
+from .access import ModelAccess, ModelSettings, provider_of
+from .answer import AnswerBuilder, AnswerLimitExceeded, answer_deadline, cached_input_tokens
+from .catalog import async_list_models
+from .embeddings import (
+    EmbeddingError,
+    LiteLLMEmbedder,
+    async_embed,
+    embedding_access,
+    warm_up_embeddings,
+)
+from .error_kinds import classify_error, to_model_error
+from .lifecycle import async_check_access, async_release_shared_clients, warm_up, warm_up_once
+from .model_call import stream_with_fallback
+from .ollama import bounded_settings, window_of
+from .one_shot import InvalidAnswer, TaskRequest, model_capabilities, run_task
+from .roles import ModelCache, ModelRole, RoleAccesses, RoleModel, RoleModels, role_access
+
+__all__ = [
+    "AnswerBuilder",
+    "AnswerLimitExceeded",
+    "EmbeddingError",
+    "InvalidAnswer",
+    "LiteLLMEmbedder",
+    "ModelAccess",
+    "ModelCache",
+    "ModelRole",
+    "ModelSettings",
+    "RoleAccesses",
+    "RoleModel",
+    "RoleModels",
+    "TaskRequest",
+    "answer_deadline",
+    "async_check_access",
+    "async_embed",
+    "async_list_models",
+    "async_release_shared_clients",
+    "bounded_settings",
+    "cached_input_tokens",
+    "classify_error",
+    "embedding_access",
+    "model_capabilities",
+    "provider_of",
+    "role_access",
+    "run_task",
+    "stream_with_fallback",
+    "to_model_error",
+    "warm_up",
+    "warm_up_embeddings",
+    "warm_up_once",
+    "window_of",
+]
