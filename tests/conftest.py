@@ -14,7 +14,10 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 # Importing our package first makes the plugin find it instead of its own testing_config.
 import custom_components.langgraph_conversation  # noqa: F401
-from custom_components.langgraph_conversation.agent.models import async_release_shared_clients
+from custom_components.langgraph_conversation.agent.models import (
+    async_release_shared_clients,
+    forget_model_windows,
+)
 from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
 from custom_components.langgraph_conversation.const import (
     CONF_API_BASE,
@@ -76,6 +79,15 @@ async def close_abandoned_generators() -> AsyncIterator[None]:
 def _closes_a_generator(task: asyncio.Task[Any]) -> bool:
     """Whether the loop started `task` to close an abandoned async generator."""
     return type(task.get_coro()).__name__ == "async_generator_athrow"
+
+
+@pytest.fixture(autouse=True)
+def fresh_model_windows() -> Iterator[None]:
+    """Each test's fake Ollama server is asked for its models' windows: a server on a port
+    an earlier test used must not inherit that test's answer."""
+    forget_model_windows()
+    yield
+    forget_model_windows()
 
 
 @pytest.fixture(autouse=True)

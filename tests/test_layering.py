@@ -299,7 +299,7 @@ SCRIPTS = ROOT / "scripts"
 _IMPORTERS = ("import_module", "__import__")
 
 
-def _imported_modules(source: str) -> list[tuple[int, str]]:
+def _imports_by_name(source: str) -> list[tuple[int, str]]:
     """_absolute_imports, plus the modules named by a string to importlib.import_module or
     __import__ (an import the import statements do not show)."""
     found = _absolute_imports(source)
@@ -322,7 +322,7 @@ def test_scripts_never_import_the_tests() -> None:
     broken = [
         f"{path.relative_to(ROOT)}:{line} imports {module}"
         for path in files
-        for line, module in _imported_modules(path.read_text(encoding="utf-8"))
+        for line, module in _imports_by_name(path.read_text(encoding="utf-8"))
         if module.split(".")[0] == "tests"
     ]
     assert broken == []
@@ -342,7 +342,7 @@ def test_the_scripts_check_sees_every_way_to_import_the_tests() -> None:
         "    __import__('tests.conftest')\n"
         "    importlib.import_module(name)\n"
     )
-    found = [module for _, module in _imported_modules(source)]
+    found = [module for _, module in _imports_by_name(source)]
     assert [module for module in found if module.split(".")[0] == "tests"] == [
         "tests.helpers",
         "tests",

@@ -80,6 +80,24 @@ async def test_the_window_is_bounded_by_the_model(
     assert ollama_server.paths.count("POST /api/show") == 1
 
 
+async def test_a_reload_asks_the_server_again(
+    hass: HomeAssistant, ollama_server: FakeOllamaServer
+) -> None:
+    """A model replaced under the same name (another context length) is seen after the
+    integration is reloaded, not only after Home Assistant restarts."""
+    ollama_server.context_length = 4096
+    entry = await setup_ollama_entry(hass, ollama_server, **{CONF_CONTEXT_WINDOW: 32768})
+    ollama_server.add_text("Hi.")
+    await _ask(hass, entry)
+    ollama_server.context_length = 16384
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await hass.async_block_till_done()
+    ollama_server.add_text("Hi again.")
+    await _ask(hass, entry)
+    assert [r["options"]["num_ctx"] for r in ollama_server.requests] == [4096, 16384]
+    assert ollama_server.paths.count("POST /api/show") == 2
+
+
 async def test_a_model_without_a_reported_length_keeps_the_configured_window(
     hass: HomeAssistant, ollama_server: FakeOllamaServer
 ) -> None:

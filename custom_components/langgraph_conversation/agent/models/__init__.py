@@ -21,7 +21,7 @@ from .embeddings import (
 from .error_kinds import classify_error, to_model_error
 from .lifecycle import async_check_access, async_release_shared_clients, warm_up, warm_up_once
 from .model_call import stream_with_fallback
-from .ollama import bounded_settings, window_of
+from .ollama import bounded_settings, forget_model_windows, window_of
 from .one_shot import InvalidAnswer, TaskRequest, model_capabilities, run_task
 from .roles import ModelCache, ModelRole, RoleAccesses, RoleModel, RoleModels, role_access
 
@@ -48,6 +48,7 @@ __all__ = [
     "cached_input_tokens",
     "classify_error",
     "embedding_access",
+    "forget_model_windows",
     "model_capabilities",
     "provider_of",
     "role_access",

@@ -59,6 +59,13 @@ def _show(access: ModelAccess) -> int | None:
         return context_length_of(response.json())
 
 
+def forget_model_windows() -> None:
+    """Ask the servers again from now on: a reload picks up a model that was replaced or
+    given another context length under the same name, and a failed lookup is retried."""
+    _KNOWN.clear()
+    _FAILED.clear()
+
+
 async def model_context_length(access: ModelAccess) -> int | None:
     """The model's own context length as its Ollama server reports it (cached)."""
     key = _key(access)

@@ -20,7 +20,7 @@ from ..events import AgentEvent
 from ..hooks import TurnHooks
 from ..knowledge import IndexReport, KnowledgeIndex, KnowledgeSource
 from ..memory import LinkStore, Party, RatingStore, ThreadChoice, ThreadRequest
-from ..models import ModelAccess, ModelCache
+from ..models import ModelAccess, ModelCache, forget_model_windows
 from .housekeeping import CLOSE_WAIT, Housekeeping
 from .knowledge_library import KnowledgeLibrary
 from .thread_directory import ThreadDirectory
@@ -143,3 +143,5 @@ class AgentRuntime:
         # Memory extraction of the turns that finished writes to memory.db too.
         await self.knowledge.aclose()
         await self.housekeeping.wait()
+        # The next setup asks Ollama for its models' windows again.
+        forget_model_windows()
