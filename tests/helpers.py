@@ -131,7 +131,7 @@ _CONTEXT_STARTS = ("[Context for the request", "<conversation_summary>", "<knowl
 def prompt_text(request: dict[str, Any]) -> str:
     """Everything a request tells the model besides the history's words: the system
     message, the summary and the context notes (clock, place, recalled memories) and
-    passages, which come after the history (agent/prompts.py), joined."""
+    passages, which come after the history (agent/graph/prompts.py), joined."""
     messages = request["messages"]
     system = [text_of(m) for m in messages if m["role"] == "system"]
     context = [

@@ -500,7 +500,7 @@ async def test_new_agent_default_name_is_free(
     assert _default_name(result) == "LangGraph Conversation 4"
 
 
-# -- listing through agent/catalog.py -------------------------------------------------
+# -- listing through agent/models/catalog.py -------------------------------------------------
 
 
 async def test_listing_needs_the_key_and_fails_quietly(

@@ -361,7 +361,7 @@ async def test_openai_reset_before_the_answer(
     socket_enabled: None, openai_fake: FakeOpenAIServer
 ) -> None:
     """A reset before the status line: the OpenAI SDK's "Connection error.", which
-    LiteLLM files as an InternalServerError (agent/model.py classifies it by the SDK's
+    LiteLLM files as an InternalServerError (agent/models/error_kinds.py classifies it by the SDK's
     error in its chain). The next request is answered: the reset took one reply."""
     openai_fake.add_reset()
     with pytest.raises(litellm.InternalServerError) as raised:

@@ -1,6 +1,6 @@
 """AI Task entity: text, or JSON data validated against a structure, on the agents' model path.
 
-The task itself runs in agent/one_shot.py: retries before the first word, the fallback
+The task itself runs in agent/models/one_shot.py: retries before the first word, the fallback
 model, activity events and errors as a conversation turn has them. This entity assembles
 Home Assistant's task into that request (task_assembly.py), runs it and turns the answer
 into a task result.

@@ -355,7 +355,7 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
         return {SUBENTRY_CONVERSATION: AgentSubentryFlow, SUBENTRY_AI_TASK: AITaskSubentryFlow}
 
 
-# A model for one role of an agent (fast, fallback); see agent/roles.py for which key
+# A model for one role of an agent (fast, fallback); see agent/models/roles.py for which key
 # it gets when it names none.
 _ROLE_SCHEMA = vol.Schema(
     {

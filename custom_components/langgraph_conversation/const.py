@@ -39,7 +39,7 @@ CONF_CONTEXT_WINDOW: Final = "num_ctx"
 CONF_KEEP_ALIVE: Final = "keep_alive"
 CONF_THINK: Final = "think"
 
-# Agent kinds (agent/graph.py AgentKind): the assistant acts with tools, the chatbot only
+# Agent kinds (agent/graph/graph.py AgentKind): the assistant acts with tools, the chatbot only
 # talks, rag answers from the agent's documents.
 DEFAULT_AGENT_KIND: Final = "assistant"
 # An agent's documents: <config>/langgraph_conversation/knowledge/<agent name as a slug>/.
@@ -58,7 +58,7 @@ DEFAULT_MODEL_RETRIES: Final = 1
 # an 8k-context local model once the system prompt and tools are counted.
 DEFAULT_HISTORY_BUDGET: Final = 4000
 # A new conversation from the same satellite (and the same user, if any) within this many
-# minutes continues the previous one (0 turns this off); see agent/threads.py.
+# minutes continues the previous one (0 turns this off); see agent/memory/threads.py.
 DEFAULT_CONTINUE_MINUTES: Final = 5
 # Text clients (chat panel, API) start fresh unless the agent says otherwise.
 DEFAULT_CONTINUE_TEXT: Final = False

@@ -1,6 +1,6 @@
 """Who is talking, in Home Assistant's terms: the party a thread belongs to.
 
-The rule itself is in agent/threads.py; this module reads a turn's or an action's
+The rule itself is in agent/memory/threads.py; this module reads a turn's or an action's
 Home Assistant input into it: the device (a voice satellite) and the signed-in user,
 and whether Home Assistant issued the conversation id for this very turn.
 """
@@ -55,10 +55,10 @@ def thread_request(
     chat_log: conversation.ChatLog,
 ) -> ThreadRequest:
     """What a turn of the agent of `profile` asks of the thread directory (see
-    agent/threads.py)."""
+    agent/memory/threads.py)."""
     party = party_of_turn(user_input)
     sent = user_input.conversation_id
-    # Ids are stored: invalid Unicode is written as escapes (agent/text.py).
+    # Ids are stored: invalid Unicode is written as escapes (agent/guard/text.py).
     return ThreadRequest(
         agent_id=profile.agent_id,
         conversation_id=storable_key(chat_log.conversation_id),

@@ -174,7 +174,7 @@ def model_settings(
         temperature=options.get(CONF_TEMPERATURE, default_temperature),
         max_tokens=option(options, CONF_MAX_TOKENS),
         request_timeout=option(options, CONF_REQUEST_TIMEOUT),
-        # Used by Ollama's native API only (agent/model.py `ollama_options`); agents
+        # Used by Ollama's native API only (agent/models/access.py `ollama_options`); agents
         # saved before these options existed get the defaults.
         context_window=int(option(options, CONF_CONTEXT_WINDOW)),
         keep_alive=int(option(options, CONF_KEEP_ALIVE)),
@@ -215,7 +215,7 @@ class AgentProfile:
     # Whether activity events and traces carry the words of requests and answers.
     activity_contents: bool
     # "Continue recent": minutes within which a satellite's new conversation continues
-    # its previous one, and whether text clients' conversations do too (agent/threads.py).
+    # its previous one, and whether text clients' conversations do too (agent/memory/threads.py).
     continue_minutes: int
     continue_text: bool
 
@@ -232,7 +232,7 @@ class AgentProfile:
 
 def agent_profile(hass: HomeAssistant, subentry: ConfigSubentry, main: ModelAccess) -> AgentProfile:
     """The profile of an agent subentry; `main` is its entry's model access (the fast
-    and fallback models may borrow its key, agent/roles.py)."""
+    and fallback models may borrow its key, agent/models/roles.py)."""
     options = subentry.data
     kind = agent_kind(options)
     uses_tools = kind.uses_tools

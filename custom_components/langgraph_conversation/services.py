@@ -1,11 +1,11 @@
 """Actions for memories and conversations (registered once, in async_setup).
 
 Memories: a signed-in user manages their own (those of their person and of their user id,
-agent/memory.py) and the household's; another person's
+agent/memory/memories.py) and the household's; another person's
 memories, and clearing the household's, need an administrator. Automations and scripts
 run without a user and may do everything, like Home Assistant's own admin actions.
 Conversations hold what people said, so exporting or clearing one needs an administrator.
-A conversation id is resolved exactly as a turn resolves it (agent/threads.py): the
+A conversation id is resolved exactly as a turn resolves it (agent/memory/threads.py): the
 thread of that conversation for the caller (their user, no device), or for the device
 and/or user the call names, following the same links.
 Reading an agent's documents again (reindex_knowledge) needs an administrator too, and so
@@ -91,7 +91,8 @@ async def _namespaces(
     hass: HomeAssistant, call: ServiceCall, *, writes: bool
 ) -> tuple[tuple[str, ...], ...]:
     """The memory namespaces a call targets, the one written first, after checking the
-    caller may touch them: a user's are their person's and their user id's (agent/memory.py)."""
+    caller may touch them: a user's are their person's and their user id's
+    (agent/memory/memories.py)."""
     if call.data[ATTR_HOUSEHOLD]:
         if writes and call.service == "clear_memories":
             await _require_admin(hass, call)

@@ -1,5 +1,5 @@
 """One AI Task assembled: Home Assistant's task and ChatLog → the one-shot request of
-agent/one_shot.py, and the check its structured answer must pass.
+agent/models/one_shot.py, and the check its structured answer must pass.
 
 The AI Task entity runs the request and returns the result; what the request is made of is
 gathered here: Home Assistant's AI Task prompt, the instructions with images as content

@@ -145,7 +145,7 @@ async def assemble_turn(
     `agent_entity_id`); the turn's tools act under the effect scope's Context."""
     now = dt_util.utcnow().timestamp()
     prompt, clock, names = system_prompt(hass, profile, chat_log)
-    # The thread of this conversation and this party (agent/threads.py).
+    # The thread of this conversation and this party (agent/memory/threads.py).
     thread = await runtime.choose_thread(thread_request(profile, user_input, chat_log), now)
     tools = choose_tools(
         ToolContext(
@@ -168,7 +168,7 @@ async def assemble_turn(
         system_prompt=prompt,
         tools=tools.tools,
         # Our own tools may be left out of a request too long for the model's window, and
-        # entity search offered then (Home Assistant's API tools stay; agent/window.py).
+        # entity search offered then (Home Assistant's API tools stay; agent/graph/window.py).
         optional_tools=tools.optional,
         compact_instructions=compact_instructions(hass, profile, prompt),
         compact_tools=tools.if_listing_dropped,

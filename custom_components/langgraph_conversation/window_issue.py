@@ -1,6 +1,6 @@
 """A repair issue when Ollama cut an agent's request to its context window.
 
-The agent notices the cut (agent/window.py: Ollama read clearly fewer prompt tokens than
+The agent notices the cut (agent/graph/window.py: Ollama read clearly fewer prompt tokens than
 were sent) and reports it as an event; this turn observer raises the issue, one per
 agent, naming the option to raise. It is removed when the agent is set up again (its
 options were changed, or Home Assistant restarted).

@@ -35,7 +35,7 @@ SUMMARY = "The person asked several times how warm the kitchen was and had its l
 
 
 def is_summary_request(body: Mapping[str, Any]) -> bool:
-    """Our agent summarising old turns (agent/history.py): no tools, a summary instruction."""
+    """Our agent summarising old turns (agent/graph/history.py): no tools, a summary instruction."""
     if body.get("tools"):
         return False
     system = " ".join(

@@ -237,7 +237,7 @@ def overhead_rows(samples: dict[str, dict[str, list[dict[str, Any]]]]) -> list[R
         notes += (
             [
                 "figure 1: at thread length 50+ our agent summarises old turns when the thread "
-                "outgrows its history token budget (agent/history.py); those model calls are "
+                "outgrows its history token budget (agent/graph/history.py); those model calls are "
                 "answered by the fake server, their server time is subtracted like any other"
             ]
             if summaries

@@ -5,7 +5,7 @@ the same threads' size in LangGraph's checkpoint tables, and memory search.
 The thread file is `storage/sqlite/checkpointer.py`'s `SqliteCheckpointSaver`; the memory
 search is memory_search.py's measurement of `storage/sqlite/store.py`'s `SqliteStore`.
 
-The thread figure drives the agent runtime itself (agent/runtime.py, no Home Assistant) with
+The thread figure drives the agent runtime itself (agent/runtime/, no Home Assistant) with
 each saver in turn, against the same fake server: the same graph writes the same
 checkpoints, so only the savers differ.
 """

@@ -187,7 +187,7 @@ FAULTS = [
         # The check below reads the whole thread back; no summary in between.
         options={CONF_HISTORY_BUDGET: 0},
     ),
-    # Past the answer's size bound (agent/answer.py): cut, and the user is told.
+    # Past the answer's size bound (agent/models/answer.py): cut, and the user is told.
     Fault(
         "100,000 characters",
         _queue(lambda s: s.add_text(TOO_LONG_ANSWER, chunk_size=5000)),

@@ -49,7 +49,7 @@ async def test_default_agent_offers_our_tools_next_to_assist(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
     """The default agent binds Home Assistant's tools and those of ours that fit, without
-    name clashes (tools/test_selection.py has every home shape); no entity search next to the
+    name clashes (tests/tools/test_selection.py has every home shape); no entity search next to the
     entity listing in Home Assistant's prompt."""
     _add_home(hass, 3)
     await conversation.async_converse(

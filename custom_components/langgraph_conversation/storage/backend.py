@@ -8,7 +8,7 @@ A part that could not be opened is None (an SQLite file may open while the other
 the agents then answer without it.
 
 The link and rating shapes are named here as the storage offers them (the agent's own
-protocols, agent/threads.py and agent/feedback.py, ask for the same methods; storage/
+protocols, agent/memory/threads.py and agent/memory/feedback.py, ask for the same methods; storage/
 never imports agent/), with the rows a copy between backends reads (storage/copy.py).
 """
 

@@ -61,7 +61,7 @@ def split_clock(system_prompt: str) -> tuple[str, str]:
 
     The clock changes every second; in the system message it would make every request
     read the whole prompt and every tool again. It goes into the turn's context note,
-    after the history, instead (agent/prompts.py).
+    after the history, instead (agent/graph/prompts.py).
     """
     found = list(_CLOCK_LINE.finditer(system_prompt))
     if not found:

@@ -19,7 +19,7 @@ Home Assistant has no hook before a service runs (the call-service event is fire
 listeners that cannot stop it), so the gate swaps the class of the running service
 registry for a subclass that checks first (`__slots__ = ()`, same layout, every public
 method inherited). It is installed while at least one config entry of ours is loaded and
-removed after the last one unloads. tests/tools/test_effects.py pins the upstream parts
+removed after the last one unloads. tests/tools/test_effect_gate.py pins the upstream parts
 it relies on: `ServiceRegistry` is slotted without `__dict__`, and `async_call`'s
 parameters keep their names.
 """

@@ -1,6 +1,6 @@
 """Which person a Home Assistant user is: whose memories a turn or an action uses.
 
-A person's memories are kept by the person entity's id (agent/memory.py), which a
+A person's memories are kept by the person entity's id (agent/memory/memories.py), which a
 household can make the same on every Home Assistant sharing one PostgreSQL. It is read
 from the person entities' `user_id` attribute, the person integration's public face
 (importing that integration would set up its web views); Home Assistant links a user to

@@ -11,7 +11,7 @@ home_find_entities      kept: search by words, typos, aliases, areas and floors;
                         Left out while Home Assistant's prompt carries the entity listing
                         (the model reads names, aliases and areas there): offered with the
                         compact context, without the API, or when the window's trimming
-                        replaces the listing (agent/window.py)
+                        replaces the listing (agent/graph/window.py)
 home_get_state          left out when GetLiveContext is offered (it reads states too)
 home_light_control      left out when HassTurnOn, HassTurnOff and HassLightSet are offered
 home_media_control      left out when Assist's pause, resume, next, previous and volume

@@ -1,6 +1,6 @@
 """Where the person's last message is: one rule (prompts.last_question_index) for the
 graph, which puts a question's passages right before it, and the runtime, which undoes a
-failed resumed exchange from it (tests/agent/runtime/test_turn_runner.py)."""
+failed resumed exchange from it (tests/agent/runtime/test_parts.py)."""
 
 from __future__ import annotations
 

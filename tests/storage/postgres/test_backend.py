@@ -1,9 +1,9 @@
-"""PostgreSQL storage (storage/postgres.py) against a real server (tests/postgres.py).
+"""PostgreSQL storage (storage/postgres/backend.py) against a real server (tests/postgres.py).
 
 Opening checks the database the way a user's URL reaches it: every problem a user can
 make (nothing listening, wrong password, missing database, a role that may not create
 tables, TLS the server does not offer, a malformed URL) is produced for real here and must
-be named. LangGraph's conformance suite runs against the saver as storage/postgres.py
+be named. LangGraph's conformance suite runs against the saver as storage/postgres/backend.py
 builds it (the pool and connection settings the integration uses).
 """
 
@@ -113,7 +113,7 @@ async def test_store_keeps_items_across_reopening(postgres_url: str) -> None:
 
 async def test_closing_ends_the_stores_batching_task(postgres_url: str) -> None:
     """Contract: LangGraph's batched store keeps its queue task in `_task` (the one private
-    attribute storage/postgres.py stops at close); closing leaves it done."""
+    attribute storage/postgres/backend.py stops at close); closing leaves it done."""
     storage = await PostgresStorage.open(postgres_url)
     task = storage.store._task  # the contract under test
     assert isinstance(task, asyncio.Task)

@@ -1,4 +1,4 @@
-"""storage/postgres_house.py against the installed langgraph-checkpoint-postgres.
+"""storage/postgres/house.py against the installed langgraph-checkpoint-postgres.
 
 Our SQL reads columns of LangGraph's own tables, and our store's words-only search exists
 because LangGraph's store ignores a query without a vector index: both are checked here,

@@ -1,7 +1,7 @@
 """Feedback on answers: which messages are a thread's answers, and where ratings live.
 
 A turn's answer is its last assistant message, the one that calls no tool. Ratings are
-kept by the answer's message id (threads.db, storage/ratings.py; in memory when that file
+kept by the answer's message id (threads.db, storage/sqlite/ratings.py; in memory when that file
 is unavailable), so they stay with the answer whatever happens to older turns.
 """
 

@@ -16,7 +16,7 @@ conversation Home Assistant has since forgotten (an expired id it replaced) cont
 that conversation's thread, for the same party only.
 
 Links (conversation → thread) are rows of a small table, kept in threads.db next to the
-threads (storage/links.py) or in memory when that file is unavailable; the rule lives
+threads (storage/sqlite/links.py) or in memory when that file is unavailable; the rule lives
 here, as plain functions over that table, so it runs whole inside one transaction.
 """
 

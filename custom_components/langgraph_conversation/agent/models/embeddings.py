@@ -1,7 +1,7 @@
 """Embeddings for semantic memory search, through LiteLLM's `aembedding`.
 
 An embedding model is optional: without one, memories are found by their words (FTS5).
-With one, the memory store ranks by words and meaning together (storage/store.py).
+With one, the memory store ranks by words and meaning together (storage/sqlite/store.py).
 
 Whose key goes where: the embedding model may have its own key and base URL. Without its
 own key it borrows the chat model's key only when both models belong to the same provider

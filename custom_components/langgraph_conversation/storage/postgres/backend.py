@@ -231,8 +231,8 @@ async def _vector_index(
     dims = stored or probed
     if dims is None:
         return None, VectorProblem.EMBEDDING_UNAVAILABLE
-    # Memories and document chunks keep their text under "text" (agent/memory.py,
-    # agent/knowledge.py); only that is embedded.
+    # Memories and document chunks keep their text under "text" (agent/memory/memories.py,
+    # agent/knowledge/index.py); only that is embedded.
     return {"dims": dims, "embed": embed, "fields": ["text"]}, None
 
 

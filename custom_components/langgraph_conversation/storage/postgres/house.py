@@ -503,7 +503,7 @@ def _lexeme(word: str) -> str:
 
 
 class PostgresRatingStore:
-    """Ratings of answers in lgc_answer_ratings (agent/feedback.py's RatingStore)."""
+    """Ratings of answers in lgc_answer_ratings (agent/memory/feedback.py's RatingStore)."""
 
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
@@ -560,7 +560,7 @@ class PostgresRatingStore:
 
 
 class _LinkTable:
-    """The link table through one open transaction (agent/threads.py's LinkTable)."""
+    """The link table through one open transaction (agent/memory/threads.py's LinkTable)."""
 
     def __init__(self, connection: psycopg.Connection[dict[str, Any]]) -> None:
         self._connection = connection
@@ -618,7 +618,7 @@ class _LinkTable:
 
 
 class PostgresLinkStore:
-    """Transactions over lgc_conversation_links (agent/threads.py's LinkStore).
+    """Transactions over lgc_conversation_links (agent/memory/threads.py's LinkStore).
 
     The rule that picks a thread is plain (synchronous) code run inside one transaction,
     so it runs in a worker thread on a connection of its own, one transaction at a time;
