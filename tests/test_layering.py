@@ -554,3 +554,44 @@ def test_the_circle_check_sees_a_circle() -> None:
     """The search finds a circle through three rooms, and none in a ladder."""
     assert _circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _circle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+def _names_from_the_package_face(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, name) for every name a module imports from the integration's own
+    __init__.py (`from . import X` at the top, `from .. import X` one level down), where X
+    is not a module or subpackage of the integration."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.ImportFrom) and node.level and node.module is None):
+            continue
+        if _relative_target(node, package) != "":
+            continue
+        for alias in node.names:
+            place = PACKAGE / alias.name
+            if not (place.with_suffix(".py").is_file() or (place / "__init__.py").is_file()):
+                found.append((node.lineno, alias.name))
+    return found
+
+
+def test_nothing_imports_the_integrations_own_init() -> None:
+    """The integration's __init__.py sets up entries and imports most modules; a module
+    that imported a name from it (even for annotations only) would be an arrow running
+    back up the house. Shared names live in modules of their own (runtime_entry.py)."""
+    broken = [
+        f"{path.relative_to(PACKAGE)}:{line} imports {name} from the integration's __init__"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PACKAGE / "__init__.py"
+        for line, name in _names_from_the_package_face(
+            path.read_text(encoding="utf-8"), _package_of(path)
+        )
+    ]
+    assert broken == []
+
+
+def test_the_init_check_sees_an_import_from_the_face() -> None:
+    """The walker finds a name taken from the package's __init__, at the top and one level
+    down, also inside a function, and lets modules and subpackages through."""
+    top = "from . import LangGraphConfigEntry, const\ndef f():\n    from . import DOMAIN\n"
+    assert _names_from_the_package_face(top, "") == [(1, "LangGraphConfigEntry"), (3, "DOMAIN")]
+    below = "from .. import LangGraphConfigEntry\nfrom . import TOOLS\nfrom .. import agent\n"
+    assert _names_from_the_package_face(below, "tools") == [(1, "LangGraphConfigEntry")]

@@ -6,7 +6,7 @@ import asyncio
 from functools import partial
 import logging
 
-from homeassistant.config_entries import ConfigEntry, ConfigEntryState
+from homeassistant.config_entries import ConfigEntryState
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
 from homeassistant.core import Event, HomeAssistant
 from homeassistant.helpers import config_validation as cv
@@ -26,6 +26,7 @@ from .const import (
 )
 from .persistence import async_acquire_storage, async_release_storage, report_threads_failure
 from .profile import agent_roles
+from .runtime_entry import LangGraphConfigEntry
 from .services import async_register_services
 from .tools.effects import EffectGate
 
@@ -33,8 +34,6 @@ _LOGGER = logging.getLogger(__name__)
 
 PLATFORMS: list[Platform] = [Platform.AI_TASK, Platform.CONVERSATION]
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
-
-type LangGraphConfigEntry = ConfigEntry[AgentRuntime]
 
 
 async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:

@@ -15,11 +15,11 @@ from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from . import LangGraphConfigEntry
 from .activity import ActivityReporter
 from .agent.models import InvalidAnswer, run_task
 from .const import CONF_ACTIVITY_CONTENTS, DOMAIN, SUBENTRY_AI_TASK
 from .entity import SubentryEntity, add_subentry_entities
+from .runtime_entry import LangGraphConfigEntry
 from .task_assembly import assemble_task, structure_check
 
 _LOGGER = logging.getLogger(__name__)

@@ -18,10 +18,10 @@ from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers.entity import Entity
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from . import LangGraphConfigEntry
 from .const import DOMAIN, SUBENTRY_CONVERSATION
 from .entity import SubentryEntity, add_subentry_entities
 from .profile import AgentProfile, agent_profile
+from .runtime_entry import LangGraphConfigEntry
 from .tools.effects import EffectGate
 from .turn_assembly import assemble_turn, clean_request
 from .window_issue import clear_window_issue

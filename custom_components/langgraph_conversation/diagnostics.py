@@ -13,7 +13,6 @@ from typing import Any
 from homeassistant.components.diagnostics import async_redact_data
 from homeassistant.core import HomeAssistant
 
-from . import LangGraphConfigEntry
 from .agent.guard import redact_data
 from .const import (
     CONF_API_KEY,
@@ -23,6 +22,7 @@ from .const import (
     CONF_PROMPT,
 )
 from .persistence import DATA_STORAGE
+from .runtime_entry import LangGraphConfigEntry
 
 # The PostgreSQL URL goes whole: besides its password it names the host and the user.
 TO_REDACT = {CONF_API_KEY, CONF_EMBEDDING_API_KEY, CONF_POSTGRES_URL}

@@ -18,7 +18,6 @@ from homeassistant.helpers.entity import Entity
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.translation import async_get_exception_message
 
-from . import LangGraphConfigEntry
 from .agent.errors import ModelErrorKind, TurnError
 from .agent.events import (
     AgentEvent,
@@ -29,6 +28,7 @@ from .agent.events import (
     ToolCallsRequested,
 )
 from .const import CONF_MODEL, DOMAIN
+from .runtime_entry import LangGraphConfigEntry
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -71,6 +71,7 @@ from .const import (
     THREADS_FILE,
 )
 from .postgres_packages import PostgresNotInstalled, async_load_postgres
+from .runtime_entry import LangGraphConfigEntry
 from .storage import (
     SQLITE_ERRORS,
     SqliteCheckpointSaver,
@@ -83,9 +84,6 @@ from .storage import (
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.store.base import BaseStore
-
-    # Only for annotations: the integration's __init__ imports this module.
-    from . import LangGraphConfigEntry
 
 _LOGGER = logging.getLogger(__name__)
 

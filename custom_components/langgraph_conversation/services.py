@@ -23,7 +23,7 @@ their own conversations; naming another device or user needs an administrator.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 import uuid
 
 import voluptuous as vol
@@ -48,11 +48,8 @@ from .migrate import DIRECTIONS, async_migrate
 from .parties import party_of_action
 from .persistence import DATA_STORAGE
 from .profile import agent_profile
+from .runtime_entry import LangGraphConfigEntry
 from .tools.people import person_of_user
-
-if TYPE_CHECKING:
-    # Only for annotations: the integration's __init__ imports this module.
-    from . import LangGraphConfigEntry
 
 ATTR_USER_ID = "user_id"
 ATTR_HOUSEHOLD = "household"
