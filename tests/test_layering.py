@@ -595,3 +595,38 @@ def test_the_init_check_sees_an_import_from_the_face() -> None:
     assert _names_from_the_package_face(top, "") == [(1, "LangGraphConfigEntry"), (3, "DOMAIN")]
     below = "from .. import LangGraphConfigEntry\nfrom . import TOOLS\nfrom .. import agent\n"
     assert _names_from_the_package_face(below, "tools") == [(1, "LangGraphConfigEntry")]
+
+
+# Longest function the integration may have: a longer one is two things in one.
+_LONGEST_FUNCTION = 80
+
+
+def _long_functions(source: str) -> list[tuple[str, int]]:
+    """(name, lines) of every function or method longer than _LONGEST_FUNCTION, its
+    decorators and docstring included."""
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+            length = (node.end_lineno or node.lineno) - first + 1
+            if length > _LONGEST_FUNCTION:
+                found.append((node.name, length))
+    return found
+
+
+def test_no_function_is_over_80_lines() -> None:
+    """Small functions that say what they do: none in the integration is over 80 lines."""
+    long = [
+        f"{path.relative_to(PACKAGE)}: {name} has {length} lines"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name, length in _long_functions(path.read_text(encoding="utf-8"))
+    ]
+    assert long == []
+
+
+def test_the_length_check_counts_what_it_should() -> None:
+    """An 81-line function is found, with its decorator; an 80-line one, and a short
+    function nested in a long module, are not."""
+    body = "".join(f"    x{n} = {n}\n" for n in range(79))
+    source = f"@decorated\ndef long():\n{body}    return 1\n\ndef fits():\n{body}    return 1\n"
+    assert _long_functions(source) == [("long", 81)]
