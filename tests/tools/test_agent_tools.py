@@ -13,7 +13,10 @@ from custom_components.langgraph_conversation.const import (
     CONF_LLM_HASS_API,
     CONF_TOOL_CATEGORIES,
 )
-from custom_components.langgraph_conversation.tools.assist_wording import COMPACT_EXISTENCE, EXISTENCE
+from custom_components.langgraph_conversation.tools.assist_wording import (
+    COMPACT_EXISTENCE,
+    EXISTENCE,
+)
 from custom_components.langgraph_conversation.tools.context import COMPACT_INTRO, entity_listing
 from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation

@@ -21,9 +21,14 @@ try:  # Home Assistant 2026.10 and later
 except ImportError:  # Home Assistant 2026.2
     from homeassistant.helpers.llm import DYNAMIC_CONTEXT_PROMPT
 
-_EXISTENCE = (
+EXISTENCE = (
     'Whether a device exists, or its type ("Do I have lights in the bedroom?"): answer from '
     "the static context below."
+)
+# The same rule where the compact home context replaced the listing (tools/context.py).
+COMPACT_EXISTENCE = (
+    'Whether a device exists, or its type ("Do I have lights in the bedroom?"): search with '
+    "home_find_entities."
 )
 _GENERAL = "General knowledge, not about the home: answer truthfully from what you know."
 
@@ -31,11 +36,12 @@ _GENERAL = "General knowledge, not about the home: answer truthfully from what y
 def _guidance(tool: str, answer: str) -> str:
     return "\n".join(
         (
-            f"You CAN answer about the home's current state with {tool}: a primary "
-            "function; never say you lack it when live data is needed.",
-            _EXISTENCE,
+            f"You CAN read the home's current state with {tool} (a primary function): "
+            "never say you lack it.",
+            EXISTENCE,
             'A CURRENT state, value or mode ("Is the lock locked?", "Is the fan on?", "What '
-            f'is the temperature outside?") needs live data: you MUST call {tool}, then {answer}',
+            'mode is the thermostat in?", "What is the temperature outside?") needs live data '
+            f"(local weather, lock status): you MUST call {tool}, then {answer}",
             _GENERAL,
         )
     )
@@ -44,7 +50,7 @@ def _guidance(tool: str, answer: str) -> str:
 _LIVE_CONTEXT = (
     "CURRENT state, value or mode of devices, sensors, entities or areas. Use it to answer "
     "about current conditions ('Is the light on?') and as the first step of conditional "
-    "actions ('if it rains, turn off the sprinklers' needs the weather first)."
+    "actions ('if it rains, turn off the sprinklers')."
 )
 
 # Digest (first 16 hex digits of SHA-256) of Home Assistant's text → ours.
