@@ -23,7 +23,6 @@ from .assist_wording import shorter, shorter_parameters
 from .media_intents import grouped_media_intents
 from .schema import lean_schema, tool_parameters, without_unmatchable
 
-
 # Home Assistant's live-context tool, without the integration prefix 2026.8 and later add.
 LIVE_CONTEXT_TOOL = "GetLiveContext"
 

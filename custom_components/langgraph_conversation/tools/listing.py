@@ -7,10 +7,11 @@ are most of its tokens. Here the same listing is grouped by area, one line per a
     - Kitchen, Cooking area: Kitchen Light, the lamp (light); Kitchen Temperature (sensor)
 
 Names, aliases and areas are Home Assistant's own strings, unchanged and in its order;
-only the layout changes, and a legend after the header line says what a line holds. The
-header and every instruction around the listing stay as Home Assistant wrote them. Whenever the listing holds anything this layout cannot say
-unambiguously (a key other than names, domain and areas; a name with `;`, `(`, `)` or a
-line break; YAML that does not read back), Home Assistant's text is kept as it is.
+only the layout changes, and a legend after the header line says that the brackets hold
+the domain. The header and every instruction around the listing stay as Home Assistant
+wrote them. Whenever the listing holds anything this layout cannot say unambiguously (a
+key other than names, domain and areas; a name with `;`, `(`, `)` or a line break; YAML
+that does not read back), Home Assistant's text is kept as it is.
 """
 
 from __future__ import annotations
