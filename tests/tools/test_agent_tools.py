@@ -13,6 +13,10 @@ from custom_components.langgraph_conversation.const import (
     CONF_LLM_HASS_API,
     CONF_TOOL_CATEGORIES,
 )
+from custom_components.langgraph_conversation.tools.assist_wording import (
+    COMPACT_EXISTENCE,
+    EXISTENCE,
+)
 from custom_components.langgraph_conversation.tools.context import COMPACT_INTRO, entity_listing
 from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
@@ -130,8 +134,9 @@ async def test_compact_context_replaces_the_entity_listing(
     # The full listing is already grouped by area (tools/listing.py); the summary still
     # says less than every name.
     assert compact_tokens < full_tokens
-    # Only the listing was replaced: every other line of this version's prompt (how to
-    # lock and unlock, when to ask for an area, the live-context guidance) is kept, in order.
+    # Only the listing was replaced, and the existence rule that pointed at it now points
+    # at the entity search: every other line of this version's prompt (how to lock and
+    # unlock, when to ask for an area, the live-context guidance) is kept, in order.
     listing = entity_listing(full)
     assert listing.startswith("Static Context:")
     assert "Lamp 17" in listing
@@ -141,4 +146,6 @@ async def test_compact_context_replaces_the_entity_listing(
         for line in compact.splitlines()
         if line not in summary_lines and not line.startswith("The home, by area")
     ]
-    assert kept == full.replace(listing, "").splitlines()
+    assert EXISTENCE in full
+    assert EXISTENCE not in compact
+    assert kept == full.replace(listing, "").replace(EXISTENCE, COMPACT_EXISTENCE).splitlines()

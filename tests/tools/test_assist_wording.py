@@ -3,6 +3,7 @@ exact texts (a version with other texts fails here), sent in their place."""
 
 from __future__ import annotations
 
+import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.tools import assist_wording
@@ -14,8 +15,9 @@ from custom_components.langgraph_conversation.tools.assist_wording import (
     shorter_prompt,
 )
 from custom_components.langgraph_conversation.tools.schema import tool_parameters
-from fakes import FakeOpenAIServer
+from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
+from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.setup import async_setup_component
 
@@ -71,3 +73,41 @@ async def test_the_request_carries_the_shorter_wording(
     sent = next(t["function"] for t in request["tools"] if t["function"]["name"] == tool.name)
     assert sent["description"] == shorter(tool.description)
     assert len(sent["description"]) < len(tool.description)
+
+
+async def test_the_live_context_domain_takes_a_list_through_a_turn(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Home Assistant's live-context tool filters by one domain or a list of them: the
+    model is offered both, and a list reaches Home Assistant whole (its result holds every
+    domain of the list and nothing else)."""
+    _api, tool = await _live_context_tool(hass)
+    domain = tool_parameters(tool.parameters, _api.custom_serializer)["properties"].get("domain")
+    if domain is None:
+        pytest.skip("this version's live-context tool takes no filters")
+    hass.states.async_set("sensor.kitchen_temperature", "21", {"friendly_name": "Kitchen Temp"})
+    async_expose_entity(hass, conversation.DOMAIN, "sensor.kitchen_temperature", True)
+    hass.states.async_set("switch.office_socket", "on", {"friendly_name": "Office Socket"})
+    async_expose_entity(hass, conversation.DOMAIN, "switch.office_socket", True)
+    openai_server.add_tool_calls([ToolCall(tool.name, {"domain": ["light", "sensor"]})])
+    openai_server.add_text("The kitchen light is off; it is 21 degrees.")
+    await conversation.async_converse(
+        hass,
+        "Lights and sensors?",
+        None,
+        Context(),
+        agent_id=agent_entity_id(hass, setup_integration),
+    )
+    offered = next(
+        t["function"]
+        for t in openai_server.requests[0]["tools"]
+        if t["function"]["name"] == tool.name
+    )
+    kinds = offered["parameters"]["properties"]["domain"]["anyOf"]
+    assert {"type": "string"} in kinds
+    assert {"type": "array", "items": {"type": "string"}} in kinds
+    result = text_of(messages_of(openai_server.requests[1], "tool")[0])
+    assert "Kitchen Light" in result
+    assert "Kitchen Temp" in result
+    assert "Office Socket" not in result
+    assert "error" not in result.lower()

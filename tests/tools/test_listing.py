@@ -7,7 +7,11 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 import yaml
 
 from custom_components.langgraph_conversation.tools.context import entity_listing
-from custom_components.langgraph_conversation.tools.listing import NO_AREA, dense_system_prompt
+from custom_components.langgraph_conversation.tools.listing import (
+    LEGEND,
+    NO_AREA,
+    dense_system_prompt,
+)
 from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
@@ -69,7 +73,8 @@ async def test_dense_listing_says_every_fact_of_home_assistants(hass: HomeAssist
     # Still found as the listing (the window's trimming and the compact context replace it).
     assert dense_listing
     assert dense.replace(dense_listing, "") == prompt.replace(listing, "")
-    assert dense_listing.splitlines()[0] == listing.splitlines()[0]
+    # Home Assistant's header, and the legend that says the brackets hold the domain.
+    assert dense_listing.splitlines()[0] == f"{listing.splitlines()[0]} {LEGEND}"
     lines = dense_listing.splitlines()[1:]
     assert lines == [
         "- Kitchen, Cooking area: Kitchen Light, the lamp (light); Kitchen Temperature (sensor)",

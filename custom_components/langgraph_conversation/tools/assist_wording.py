@@ -1,9 +1,10 @@
 """Home Assistant's Assist wording that every request carries, said in fewer tokens.
 
-Two texts of the Assist API ride along with every request: the live-context guidance in
-its prompt (when the listing answers, when the live-context tool must be called) and the
-live-context tool's description and parameters. Each is said here in our own, shorter
-words with the same instructions: small models need every one of them, not their length.
+Texts of the Assist API ride along with every request: the live-context guidance in its
+prompt (when the listing answers, when the live-context tool must be called), its rule on
+which parameters to pass, and the live-context tool's description and parameters. Each is
+said here in our own, shorter words with the same instructions: small models need every
+one of them, not their length.
 
 A rewrite was written for one exact text of Home Assistant's, known by its digest below.
 A Home Assistant version whose text differs gets its own words sent unchanged, and
@@ -21,9 +22,14 @@ try:  # Home Assistant 2026.10 and later
 except ImportError:  # Home Assistant 2026.2
     from homeassistant.helpers.llm import DYNAMIC_CONTEXT_PROMPT
 
-_EXISTENCE = (
-    'Whether a device exists, or its type ("Do I have lights in the bedroom?"): answer from '
+EXISTENCE = (
+    'Whether a device exists or its type ("Do I have lights in the bedroom?"): answer from '
     "the static context below."
+)
+# The same rule where the compact home context replaced the listing (tools/context.py).
+COMPACT_EXISTENCE = (
+    'Whether a device exists or its type ("Do I have lights in the bedroom?"): search with '
+    "home_find_entities."
 )
 _GENERAL = "General knowledge, not about the home: answer truthfully from what you know."
 
@@ -31,50 +37,57 @@ _GENERAL = "General knowledge, not about the home: answer truthfully from what y
 def _guidance(tool: str, answer: str) -> str:
     return "\n".join(
         (
-            f"You CAN answer about the home's current state with {tool}: a primary "
-            "function; never say you lack it when live data is needed.",
-            _EXISTENCE,
+            f"You CAN read the home's current state with {tool} (a primary function): "
+            "never say you lack it.",
+            EXISTENCE,
             'A CURRENT state, value or mode ("Is the lock locked?", "Is the fan on?", "What '
-            f'is the temperature outside?") needs live data: you MUST call {tool}, then {answer}',
+            'mode is the thermostat in?", "What is the temperature outside?") needs live data '
+            f"(local weather, lock status): you MUST call {tool}, then {answer}",
             _GENERAL,
         )
     )
 
 
+_ANSWER = "answer with the actual value or state it returned."
+
 _LIVE_CONTEXT = (
-    "CURRENT state, value or mode of devices, sensors, entities or areas. Use it to answer "
-    "about current conditions ('Is the light on?') and as the first step of conditional "
-    "actions ('if it rains, turn off the sprinklers' needs the weather first)."
+    "CURRENT state, value or mode of devices, sensors, entities or areas: for questions "
+    "about now ('Is the light on?') and first in conditional actions ('if it rains, turn "
+    "off the sprinklers')."
 )
 
 # Digest (first 16 hex digits of SHA-256) of Home Assistant's text → ours.
 _SHORTER: dict[str, str] = {
-    # The prompt's live-context guidance, 2026.2
-    "194229cceffff0ab": _guidance(
-        "`GetLiveContext`",
-        'answer from its result ("The temperature outside is [value from tool].").',
-    ),
+    # The prompt's live-context guidance, 2026.2 (its example answer, "The temperature
+    # outside is [value from tool].", says what 2026.11 says in words)
+    "194229cceffff0ab": _guidance("`GetLiveContext`", _ANSWER),
     # 2026.10
-    "02d5bfab4530a735": _guidance(
-        "the live-context tool",
-        'answer from its result ("The temperature outside is [value from tool].").',
-    ),
+    "02d5bfab4530a735": _guidance("the live-context tool", _ANSWER),
     # 2026.11
-    "f0052553d2043637": _guidance(
-        "the live-context tool", "answer with the actual value or state it returned."
-    ),
+    "f0052553d2043637": _guidance("the live-context tool", _ANSWER),
     # The live-context tool's description, 2026.2 (it takes no filters there)
     "cc88baa42a694784": _LIVE_CONTEXT,
     # 2026.10 and 2026.11
     "52a226e4a1975585": (
-        f"{_LIVE_CONTEXT} Filter by name, domain and area, alone or combined; prefer domain "
-        "for several devices of one type."
+        f"{_LIVE_CONTEXT} Filter by name, domain, area or a mix; prefer domain for several "
+        "of one type."
     ),
     # Its parameters (2026.10 and 2026.11)
     "68fac65492b865dc": "Name or alias, any case",
     "ac0655c6ddbd3c22": "e.g. light, sensor",
     "907495c4bdea24d7": "Area name or alias, any case",
 }
+
+
+# Home Assistant's targeting rule (every supported version) names `domain`, which a tool
+# serving one domain no longer offers (tools/schema.py): said for every tool set.
+TARGETING = (
+    "When controlling a device, prefer passing just name and domain. "
+    "When controlling an area, prefer passing just area name and domain."
+)
+SHORTER_TARGETING = (
+    "For a device or area, prefer passing just name or area, plus domain if the tool has it."
+)
 
 
 def digest(text: str) -> str:
@@ -88,7 +101,9 @@ def shorter(text: str) -> str:
 
 
 def shorter_prompt(system_prompt: str) -> str:
-    """The prompt with Home Assistant's live-context guidance in shorter words."""
+    """The prompt with Home Assistant's live-context guidance and targeting rule in
+    shorter words (each left as it is where its text is not the known one)."""
+    system_prompt = system_prompt.replace(TARGETING, SHORTER_TARGETING, 1)
     guidance = DYNAMIC_CONTEXT_PROMPT.rstrip("\n")
     short = shorter(DYNAMIC_CONTEXT_PROMPT)
     if short is DYNAMIC_CONTEXT_PROMPT or guidance not in system_prompt:

@@ -12,12 +12,12 @@ import re
 
 from homeassistant.core import HomeAssistant
 
+from .assist_wording import COMPACT_EXISTENCE, EXISTENCE
 from .entities import home_summary
 
 COMPACT_INTRO = (
-    "The home, by area (counts of exposed devices): {summary}\n"
-    "This is a summary, not the full list. Before acting on or answering about a "
-    "device, use home_find_entities to find its exact name and state."
+    "The home, by area (counts of exposed devices only): {summary}\n"
+    "Find a device's exact name with home_find_entities."
 )
 
 # The entity listing of Home Assistant's Assist prompt: its header line and the YAML list
@@ -44,7 +44,10 @@ def compact_system_prompt(hass: HomeAssistant, system_prompt: str, assistant: st
         return system_prompt
     summary = COMPACT_INTRO.format(summary=home_summary(hass, assistant) or "nothing exposed")
     ending = "\n" if listing.endswith("\n") else ""
-    return system_prompt.replace(listing, summary + ending, 1)
+    # The counts are no listing to answer from: whether a device exists is found the same
+    # way as its name; its current state still comes from the live-context tool alone.
+    prompt = system_prompt.replace(EXISTENCE, COMPACT_EXISTENCE, 1)
+    return prompt.replace(listing, summary + ending, 1)
 
 
 # Home Assistant's clock line (llm.DATE_TIME_PROMPT as it renders), which it adds to the

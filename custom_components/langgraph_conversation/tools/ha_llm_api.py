@@ -23,6 +23,9 @@ from .assist_wording import shorter, shorter_parameters
 from .media_intents import grouped_media_intents
 from .schema import lean_schema, tool_parameters, without_unmatchable
 
+# Home Assistant's live-context tool, without the integration prefix 2026.8 and later add.
+LIVE_CONTEXT_TOOL = "GetLiveContext"
+
 
 def tool_result_data(result: Any) -> tuple[Any, bool]:
     """(data, is_error) of what `APIInstance.async_call_tool` returned on any version.
@@ -53,12 +56,12 @@ def _as_langchain_tool(
     floors: bool,
 ) -> BaseTool:
     # What the model is shown; Home Assistant validates the call against its own schema.
-    parameters = shorter_parameters(
-        without_unmatchable(
-            lean_schema(tool_parameters(tool.parameters, api.custom_serializer), device_classes),
-            floors,
-        )
-    )
+    # The live-context tool filters by several domains at once ("lights and sensors"):
+    # its lists stay, where an intent is offered one target as people name it.
+    converted = tool_parameters(tool.parameters, api.custom_serializer)
+    live_context = tool.name.rpartition("__")[2] == LIVE_CONTEXT_TOOL
+    lean = lean_schema(converted, device_classes, lists_as_one=not live_context)
+    parameters = shorter_parameters(without_unmatchable(lean, floors))
 
     async def call(**arguments: Any) -> Any:
         try:

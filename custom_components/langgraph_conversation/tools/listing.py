@@ -7,10 +7,11 @@ are most of its tokens. Here the same listing is grouped by area, one line per a
     - Kitchen, Cooking area: Kitchen Light, the lamp (light); Kitchen Temperature (sensor)
 
 Names, aliases and areas are Home Assistant's own strings, unchanged and in its order;
-only the layout changes. The header line and every instruction around the listing stay
-as Home Assistant wrote them. Whenever the listing holds anything this layout cannot say
-unambiguously (a key other than names, domain and areas; a name with `;`, `(`, `)` or a
-line break; YAML that does not read back), Home Assistant's text is kept as it is.
+only the layout changes, and a legend after the header line says that the brackets hold
+the domain. The header and every instruction around the listing stay as Home Assistant
+wrote them. Whenever the listing holds anything this layout cannot say unambiguously (a
+key other than names, domain and areas; a name with `;`, `(`, `)` or a line break; YAML
+that does not read back), Home Assistant's text is kept as it is.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from .context import entity_listing
 _KEYS = frozenset({"names", "domain", "areas"})
 # Characters the dense layout uses as separators (a name holding one stays in YAML).
 _SEPARATORS = (";", "(", ")", "\n", "\r")
+# What a line of the dense layout holds, said after Home Assistant's header line.
+LEGEND = "Brackets hold the domain."
 # The group of entities Home Assistant lists without an area.
 NO_AREA = "(no area)"
 # libyaml's loader where PyYAML was built with it (ten times faster than the pure-Python
@@ -82,4 +85,5 @@ def _dense_listing(listing: str) -> str | None:
     areas = sorted(by_area, key=lambda area: (area == NO_AREA, area.casefold()))
     lines = [f"- {area}: {'; '.join(by_area[area])}" for area in areas]
     ending = "\n" if listing.endswith("\n") else ""
-    return "\n".join([header, *lines]) + ending
+    # Without the legend a small model may take "Kitchen Light (light)" for a name.
+    return "\n".join([f"{header} {LEGEND}", *lines]) + ending

@@ -247,14 +247,17 @@ def _device_classes_within(node: Any, present: set[str]) -> Any:
     return {**node, "items": {**node["items"], "enum": kept}}
 
 
-def lean_schema(node: Any, device_classes: set[str] | None = None) -> Any:
+def lean_schema(
+    node: Any, device_classes: set[str] | None = None, *, lists_as_one: bool = True
+) -> Any:
     """A sanitized Home Assistant tool schema in fewer tokens, with the same meaning to a
-    model: no bounds (see _LEAN_DROPPED), "one or a list" offered as one, and with
+    model: no bounds (see _LEAN_DROPPED), "one or a list" offered as one (unless
+    `lists_as_one` is off: a tool whose point is to take several keeps its lists), and with
     `device_classes` (those of the exposed entities) a device class parameter lists only
     those: Home Assistant matches a device class against the exposed entities, so the
     others (21 on the on/off intents) cannot match anything."""
     if isinstance(node, list):
-        return [lean_schema(item, device_classes) for item in node]
+        return [lean_schema(item, device_classes, lists_as_one=lists_as_one) for item in node]
     if not isinstance(node, dict):
         return node
     result: dict[str, Any] = {}
@@ -268,10 +271,10 @@ def lean_schema(node: Any, device_classes: set[str] | None = None) -> Any:
                     sub = _device_classes_within(sub, device_classes)
                     if sub is None:
                         continue
-                result[key][name] = lean_schema(sub, device_classes)
+                result[key][name] = lean_schema(sub, device_classes, lists_as_one=lists_as_one)
         else:
-            result[key] = lean_schema(value, device_classes)
-    if (single := _one_or_many(result.get("anyOf") or [])) is not None:
+            result[key] = lean_schema(value, device_classes, lists_as_one=lists_as_one)
+    if lists_as_one and (single := _one_or_many(result.get("anyOf") or [])) is not None:
         del result["anyOf"]
         result = {**single, **result}
     return result
