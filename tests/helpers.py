@@ -9,7 +9,10 @@ from typing import Any
 from awesomeversion import AwesomeVersion
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
+from custom_components.langgraph_conversation.config_flow import (
+    DEFAULT_AGENT_OPTIONS,
+    LangGraphConversationConfigFlow,
+)
 from custom_components.langgraph_conversation.const import (
     CONF_API_BASE,
     CONF_MODEL,
@@ -96,6 +99,8 @@ async def setup_ollama_entry(
     entry = MockConfigEntry(
         domain=DOMAIN,
         title="ollama_chat/llama3.2",
+        # Stored by this version: its options are the user's, not older versions' defaults.
+        minor_version=LangGraphConversationConfigFlow.MINOR_VERSION,
         data={CONF_MODEL: "ollama_chat/llama3.2", CONF_API_BASE: server.base_url},
         subentries_data=[
             ConfigSubentryData(

@@ -34,6 +34,7 @@ from custom_components.langgraph_conversation.profile import (
     AGENT_DEFAULTS,
     NEW_AGENT_OPTIONS,
     AgentProfile,
+    agent_defaults,
     agent_profile,
 )
 from fakes import FakeOllamaServer, FakeOpenAIServer
@@ -92,16 +93,17 @@ async def test_the_agent_form_has_its_defaults_from_the_profile(
     (the instructions: Home Assistant's own). A new agent's suggestions are
     NEW_AGENT_OPTIONS."""
     fields = await _form_fields(hass, ollama_server)
-    assert set(fields) - {"name"} == set(AGENT_DEFAULTS)
+    defaults = agent_defaults("ollama_chat/llama3.2")
+    assert set(fields) - {"name"} == set(defaults)
     for key, marker in fields.items():
         if key == "name":
             continue
         if marker.default is not vol.UNDEFINED:
-            assert marker.default() == AGENT_DEFAULTS[key], key
+            assert marker.default() == defaults[key], key
         elif key == CONF_PROMPT:
-            assert AGENT_DEFAULTS[key] == llm.DEFAULT_INSTRUCTIONS_PROMPT
+            assert defaults[key] == llm.DEFAULT_INSTRUCTIONS_PROMPT
         else:
-            assert AGENT_DEFAULTS[key] in (None, ()), key
+            assert defaults[key] in (None, ()), key
         suggested = (marker.description or {}).get("suggested_value")
         assert suggested == NEW_AGENT_OPTIONS.get(key), key
 

@@ -16,16 +16,17 @@ from homeassistant.helpers.typing import ConfigType
 # Home Assistant imports this module in its executor, so these heavy imports stay off
 # the event loop.
 from .agent.guard import install_redaction
-from .agent.models import ModelAccess, async_release_shared_clients, warm_up
+from .agent.models import ModelAccess, async_release_shared_clients, provider_of, warm_up
 from .agent.runtime import MEMORY_THREADS, AgentRuntime, memory_checkpointer
 from .const import (
     CONF_API_BASE,
     CONF_API_KEY,
     CONF_MODEL,
     DOMAIN,
+    SUBENTRY_CONVERSATION,
 )
 from .persistence import async_acquire_storage, async_release_storage, report_threads_failure
-from .profile import agent_roles
+from .profile import agent_roles, without_old_ollama_defaults
 from .runtime_entry import LangGraphConfigEntry
 from .services import async_register_services
 from .tools.effects import EffectGate
@@ -39,6 +40,26 @@ CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
 async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
     """Register the actions; everything else lives in config entries."""
     async_register_services(hass)
+    return True
+
+
+async def async_migrate_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) -> bool:
+    """Bring an entry stored by an older version up to date.
+
+    1.1 → 1.2: Ollama agents (native API) drop the temperature, answer length and
+    thinking every such agent stored before the defaults became Home Assistant's own
+    (profile.without_old_ollama_defaults); values the user chose stay.
+    """
+    if entry.version > 1:
+        return False  # stored by a newer version of the integration
+    if entry.minor_version < 2 and provider_of(entry.data[CONF_MODEL]) == "ollama_chat":
+        for subentry in entry.subentries.values():
+            if subentry.subentry_type != SUBENTRY_CONVERSATION:
+                continue
+            options = without_old_ollama_defaults(subentry.data)
+            if options != subentry.data:
+                hass.config_entries.async_update_subentry(entry, subentry, data=options)
+    hass.config_entries.async_update_entry(entry, minor_version=2)
     return True
 
 

@@ -111,7 +111,7 @@ from .const import (
     VALIDATION_TIMEOUT,
 )
 from .postgres_packages import PostgresInstallSkipped, PostgresNotInstalled, async_load_postgres
-from .profile import AGENT_DEFAULTS, NEW_AGENT_OPTIONS
+from .profile import AGENT_DEFAULTS, NEW_AGENT_OPTIONS, OLLAMA_AGENT_DEFAULTS
 from .tools import TOOLS
 
 _LOGGER = logging.getLogger(__name__)
@@ -224,7 +224,8 @@ class LangGraphConversationConfigFlow(ConfigFlow, domain=DOMAIN):
     """Step "Model access": which LiteLLM model, with which key and base URL."""
 
     VERSION = 1
-    MINOR_VERSION = 1
+    # 2: Ollama agents no longer store the old defaults (__init__.async_migrate_entry).
+    MINOR_VERSION = 2
 
     async def async_step_user(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
         """Ask for the model and check it answers."""
@@ -378,9 +379,12 @@ def _role_options(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return cleaned if CONF_MODEL in cleaned else None
 
 
-def _agent_option(key: str) -> vol.Optional:
-    """An agent form field whose default is the option's default (profile.py)."""
-    return vol.Optional(key, default=AGENT_DEFAULTS[key])
+def _agent_option(key: str, defaults: Mapping[str, Any] = AGENT_DEFAULTS) -> vol.Optional:
+    """An agent form field whose default is the option's default (profile.py); without
+    one (None: the model's own) the field left empty stores nothing."""
+    if defaults[key] is None:
+        return vol.Optional(key)
+    return vol.Optional(key, default=defaults[key])
 
 
 def _ollama_fields() -> dict[Any, Any]:
@@ -435,6 +439,7 @@ def free_name(hass: HomeAssistant, subentry_type: str, base: str) -> str:
 
 def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False) -> vol.Schema:
     apis = [SelectOptionDict(label=api.name, value=api.id) for api in llm.async_get_apis(hass)]
+    defaults = OLLAMA_AGENT_DEFAULTS if native_ollama else AGENT_DEFAULTS
     fields: dict[Any, Any] = {}
     if is_new:
         name = free_name(hass, SUBENTRY_CONVERSATION, DEFAULT_CONVERSATION_NAME)
@@ -481,10 +486,10 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
             _agent_option(CONF_HISTORY_BUDGET): NumberSelector(
                 NumberSelectorConfig(min=0, max=200000, step=100, mode=NumberSelectorMode.BOX)
             ),
-            _agent_option(CONF_TEMPERATURE): NumberSelector(
+            _agent_option(CONF_TEMPERATURE, defaults): NumberSelector(
                 NumberSelectorConfig(min=0, max=2, step=0.05, mode=NumberSelectorMode.SLIDER)
             ),
-            _agent_option(CONF_MAX_TOKENS): NumberSelector(
+            _agent_option(CONF_MAX_TOKENS, defaults): NumberSelector(
                 NumberSelectorConfig(min=16, max=65536, step=1, mode=NumberSelectorMode.BOX)
             ),
             _agent_option(CONF_MAX_TOOL_ROUNDS): NumberSelector(

@@ -72,11 +72,13 @@ MAX_CONTEXT_WINDOW: Final = 131072
 # voice command does not wait for the model to load), 0 unloads it at once.
 DEFAULT_KEEP_ALIVE: Final = -1
 MAX_KEEP_ALIVE: Final = 86400
-# Thinking of reasoning models: the model's own default, always, or never.
+# Thinking of reasoning models: the model's own default, always, or never. Off unless the
+# user turns it on, as Home Assistant's own Ollama agent: a reasoning model would otherwise
+# think before every voice answer.
 THINK_DEFAULT: Final = "default"
 THINK_ON: Final = "on"
 THINK_OFF: Final = "off"
-DEFAULT_THINK: Final = THINK_DEFAULT
+DEFAULT_THINK: Final = THINK_OFF
 
 # Seconds the config flow waits for its one validation request.
 VALIDATION_TIMEOUT: Final = 30

@@ -4,7 +4,8 @@ The conversation entity gets its profile when it is created. A changed subentry 
 the whole entry (the entry's update listener in __init__.py), which creates the entity,
 and with it the profile, again; so a profile never goes stale.
 
-`AGENT_DEFAULTS` is what an option missing from a subentry means. The profile reads
+`AGENT_DEFAULTS` is what an option missing from a subentry means (`agent_defaults`: on
+Ollama's native API, temperature and answer length are the model's own). The profile reads
 nothing else, and the agent form (config_flow.py) takes its defaults from it.
 """
 
@@ -23,7 +24,7 @@ from homeassistant.util import slugify
 
 from .agent.graph import AgentKind
 from .agent.knowledge import KnowledgeSource
-from .agent.models import ModelAccess, ModelSettings, RoleAccesses, role_access
+from .agent.models import ModelAccess, ModelSettings, RoleAccesses, provider_of, role_access
 from .agent.runtime import AgentSettings
 from .const import (
     CONF_ACTIVITY_CONTENTS,
@@ -55,6 +56,7 @@ from .const import (
     CONF_THINK,
     CONF_TOOL_CATEGORIES,
     DEFAULT_AGENT_KIND,
+    DEFAULT_AI_TASK_TEMPERATURE,
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_CONTINUE_MINUTES,
     DEFAULT_CONTINUE_TEXT,
@@ -70,6 +72,7 @@ from .const import (
     DOMAIN,
     KNOWLEDGE_DIR,
     MEMORY_RECALL_LIMIT,
+    THINK_DEFAULT,
     THINK_OFF,
     THINK_ON,
 )
@@ -113,15 +116,40 @@ AGENT_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
 # Options shown only for Ollama's native API (`ollama_chat/` models).
 OLLAMA_OPTIONS: Final = (CONF_CONTEXT_WINDOW, CONF_KEEP_ALIVE, CONF_THINK)
 
+# On Ollama's native API, as Home Assistant's own Ollama agent: temperature and answer
+# length are the model's own (its Modelfile's) unless the user sets them; nothing is sent.
+# Other providers keep AGENT_DEFAULTS: cloud APIs bill every token of an unbounded answer.
+OLLAMA_AGENT_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
+    {**AGENT_DEFAULTS, CONF_TEMPERATURE: None, CONF_MAX_TOKENS: None}
+)
+
+# An AI Task's model settings: a lower temperature (data generation wants consistent,
+# schema-following answers), and thinking as the model decides (its form has no choice).
+AI_TASK_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
+    {**AGENT_DEFAULTS, CONF_TEMPERATURE: DEFAULT_AI_TASK_TEMPERATURE, CONF_THINK: THINK_DEFAULT}
+)
+
+# What the form and the first agent stored for every Ollama agent up to the entry's minor
+# version 1, whether chosen or not: an agent holding exactly these gets today's defaults
+# (`without_old_ollama_defaults`).
+_OLD_OLLAMA_DEFAULTS: Final = {
+    CONF_TEMPERATURE: 0.7,
+    CONF_MAX_TOKENS: 1024,
+    CONF_THINK: THINK_DEFAULT,
+}
+
 # The options a new agent starts with (the first agent of an entry, and the suggestions
 # of the "add agent" form): the defaults, with Home Assistant's Assist API and all of our
-# tool categories chosen.
+# tool categories chosen. Without the options whose default depends on the provider: an
+# agent stores them only when the user sets them.
 NEW_AGENT_OPTIONS: Final[Mapping[str, Any]] = MappingProxyType(
     {
         **{
             key: value
             for key, value in AGENT_DEFAULTS.items()
-            if key not in OLLAMA_OPTIONS and value not in (None, ())
+            if key not in OLLAMA_OPTIONS
+            and value not in (None, ())
+            and OLLAMA_AGENT_DEFAULTS[key] == value
         },
         CONF_LLM_HASS_API: [llm.LLM_API_ASSIST],
         CONF_TOOL_CATEGORIES: list(DEFAULT_TOOL_CATEGORIES),
@@ -130,6 +158,22 @@ NEW_AGENT_OPTIONS: Final[Mapping[str, Any]] = MappingProxyType(
 
 # The thinking option as Ollama's `think` field (None: not sent, the model decides).
 _THINK = {THINK_ON: True, THINK_OFF: False}
+
+
+def agent_defaults(model: str) -> Mapping[str, Any]:
+    """What an option missing from an agent of an entry with this model means."""
+    return OLLAMA_AGENT_DEFAULTS if provider_of(model) == "ollama_chat" else AGENT_DEFAULTS
+
+
+def without_old_ollama_defaults(options: Mapping[str, Any]) -> dict[str, Any]:
+    """An Ollama agent's stored options without the values every such agent stored before
+    the defaults became Home Assistant's (thinking off, temperature and answer length the
+    model's own), so upgrading users get those; any other value is the user's choice."""
+    return {
+        key: value
+        for key, value in options.items()
+        if key not in _OLD_OLLAMA_DEFAULTS or value != _OLD_OLLAMA_DEFAULTS[key]
+    }
 
 
 def option(options: Mapping[str, Any], key: str) -> Any:
@@ -166,19 +210,23 @@ def knowledge_source(hass: HomeAssistant, subentry: ConfigSubentry) -> Knowledge
 
 
 def model_settings(
-    options: Mapping[str, Any], default_temperature: float = AGENT_DEFAULTS[CONF_TEMPERATURE]
+    options: Mapping[str, Any], defaults: Mapping[str, Any] = AGENT_DEFAULTS
 ) -> ModelSettings:
-    """The model settings a subentry chose (an AI Task's defaults differ only in the
-    temperature)."""
+    """The model settings a subentry chose; `defaults` says what a missing option means
+    (`agent_defaults` for the entry's model, or AI_TASK_DEFAULTS)."""
+
+    def chosen(key: str) -> Any:
+        return options.get(key, defaults[key])
+
     return ModelSettings(
-        temperature=options.get(CONF_TEMPERATURE, default_temperature),
-        max_tokens=option(options, CONF_MAX_TOKENS),
-        request_timeout=option(options, CONF_REQUEST_TIMEOUT),
+        temperature=chosen(CONF_TEMPERATURE),
+        max_tokens=chosen(CONF_MAX_TOKENS),
+        request_timeout=chosen(CONF_REQUEST_TIMEOUT),
         # Used by Ollama's native API only (agent/models/access.py `ollama_options`); agents
         # saved before these options existed get the defaults.
-        context_window=int(option(options, CONF_CONTEXT_WINDOW)),
-        keep_alive=int(option(options, CONF_KEEP_ALIVE)),
-        think=_THINK.get(option(options, CONF_THINK)),
+        context_window=int(chosen(CONF_CONTEXT_WINDOW)),
+        keep_alive=int(chosen(CONF_KEEP_ALIVE)),
+        think=_THINK.get(chosen(CONF_THINK)),
     )
 
 
@@ -240,7 +288,7 @@ def agent_profile(hass: HomeAssistant, subentry: ConfigSubentry, main: ModelAcce
         agent_id=subentry.subentry_id,
         name=subentry.title,
         agent=AgentSettings(
-            settings=model_settings(options),
+            settings=model_settings(options, agent_defaults(main.model)),
             max_tool_rounds=option(options, CONF_MAX_TOOL_ROUNDS),
             kind=kind,
             base_prompt=option(options, CONF_BASE_PROMPT),

@@ -22,8 +22,8 @@ from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
 
 from .agent.models import InvalidAnswer, ModelAccess, TaskRequest, model_capabilities
-from .const import CONF_MODEL_RETRIES, DEFAULT_AI_TASK_TEMPERATURE, DEFAULT_MODEL_RETRIES, DOMAIN
-from .profile import agent_roles, model_settings
+from .const import CONF_MODEL_RETRIES, DEFAULT_MODEL_RETRIES, DOMAIN
+from .profile import AI_TASK_DEFAULTS, agent_roles, model_settings
 from .tools.schema import sanitize_schema, schema_to_json
 
 try:  # Home Assistant >= 2026.9 describes structures with probatio
@@ -102,7 +102,7 @@ async def assemble_task(
     return TaskRequest(
         system_prompt=chat_log.content[0].content,
         content=await task_content(hass, access.model, task),
-        settings=model_settings(options, DEFAULT_AI_TASK_TEMPERATURE),
+        settings=model_settings(options, AI_TASK_DEFAULTS),
         roles=agent_roles(access, options),
         model_retries=options.get(CONF_MODEL_RETRIES, DEFAULT_MODEL_RETRIES),
         schema=json_schema(task, chat_log) if task.structure is not None else None,

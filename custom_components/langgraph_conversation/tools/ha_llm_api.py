@@ -16,12 +16,12 @@ import voluptuous as vol
 from homeassistant.components.homeassistant import async_should_expose
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers import floor_registry as fr, llm
+from homeassistant.helpers import llm
 
 from ..agent.errors import ToolFailure
 from .assist_wording import shorter, shorter_parameters
 from .media_intents import grouped_media_intents
-from .schema import lean_schema, tool_parameters, without_unmatchable
+from .schema import home_has_floors, lean_schema, tool_parameters, without_unmatchable
 
 # Home Assistant's live-context tool, without the integration prefix 2026.8 and later add.
 LIVE_CONTEXT_TOOL = "GetLiveContext"
@@ -83,12 +83,19 @@ def _as_langchain_tool(
     )
 
 
-def tools_from_llm_api(hass: HomeAssistant, api: llm.APIInstance | None) -> list[BaseTool]:
-    """Every tool of the turn's LLM API instance, ready to bind to a chat model."""
+def tools_from_llm_api(
+    hass: HomeAssistant, api: llm.APIInstance | None, play_tool: str | None = None
+) -> list[BaseTool]:
+    """Every tool of the turn's LLM API instance, ready to bind to a chat model.
+
+    `play_tool`: our tool that finds and plays something new, when the turn offers it
+    (the grouped media tool's description points there).
+    """
     if api is None:
         return []
     device_classes = _exposed_device_classes(hass, api.llm_context.assistant or "conversation")
-    floors = next(iter(fr.async_get(hass).async_list_floors()), None) is not None
+    floors = home_has_floors(hass)
     return grouped_media_intents(
-        [_as_langchain_tool(hass, tool, api, device_classes, floors) for tool in api.tools]
+        [_as_langchain_tool(hass, tool, api, device_classes, floors) for tool in api.tools],
+        play_tool,
     )

@@ -28,6 +28,9 @@ from .registry import ToolContext, ToolSpec
 from .targets import entity_area, resolve_targets
 
 CATEGORY = "media"
+# Our tool that finds something by query and plays it (Assist's grouped media tool points
+# "play something new" here when the turn offers it).
+PLAY_TOOL = "home_media_play"
 ACTIVE_STATES = frozenset({MediaPlayerState.PLAYING, MediaPlayerState.BUFFERING})
 # A query search plays one result and names a few more, so the user can pick another.
 MAX_ALTERNATIVES = 4
@@ -413,10 +416,11 @@ SPECS: list[ToolSpec] = [
         ),
     ),
     ToolSpec(
-        name="home_media_play",
+        name=PLAY_TOOL,
         description=(
             "Find a song, artist, album, playlist, podcast, movie or show in a player's "
-            "library or services and play the best match; returns other matches to offer."
+            "library or services and play the best match; returns other matches to offer. "
+            "Not for continuing what was paused."
         ),
         parameters={
             "type": "object",

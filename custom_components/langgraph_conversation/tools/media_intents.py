@@ -31,6 +31,9 @@ MEDIA_ACTIONS = {
 MEDIA_TOOL = "media_player__control"
 # Set by the mute and unmute intents themselves (from which of the two is called).
 _DECIDED_BY_ACTION = frozenset({"is_volume_muted"})
+# Home Assistant's own tools that find and play something new (without a prefix): the
+# search-and-play intent up to 2026.8, the media search tool from 2026.10.
+_CORE_PLAY_TOOLS = ("HassMediaSearchAndPlay", "search_media")
 
 
 def _intent(tool: BaseTool) -> str:
@@ -42,20 +45,51 @@ def _properties(tool: BaseTool) -> dict[str, Any]:
     return dict(schema.get("properties") or {})
 
 
-def grouped_media_intents(tools: Sequence[BaseTool]) -> list[BaseTool]:
+def _required(tool: BaseTool) -> list[str]:
+    schema = tool.args_schema if isinstance(tool.args_schema, dict) else {}
+    return [name for name in schema.get("required") or () if name not in _DECIDED_BY_ACTION]
+
+
+def _blank(value: Any) -> bool:
+    """What Home Assistant's own tools read as a parameter left out (models send these)."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _description(actions: list[str], required: dict[str, list[str]], play_tool: str | None) -> str:
+    """Which actions there are, what each one needs, and resume against play something."""
+    text = f"Control media players: {', '.join(actions)}."
+    if needs := [f"{a} needs {', '.join(names)}" for a, names in required.items() if names]:
+        text += f" {'; '.join(needs)}."
+    if "resume" in actions:
+        text += " resume continues what was paused ('play the music')"
+        text += f"; to play something new use {play_tool}." if play_tool else "."
+    return text
+
+
+def grouped_media_intents(
+    tools: Sequence[BaseTool], play_tool: str | None = None
+) -> list[BaseTool]:
     """`tools` with the media intents among them folded into one tool (in the place of
-    the first); unchanged when fewer than two media intents are offered."""
+    the first); unchanged when fewer than two media intents are offered.
+
+    `play_tool` names the tool that finds and plays something new (ours, when the turn
+    offers it; else Home Assistant's own among `tools`, if any); the description sends
+    such requests there instead of to resume.
+    """
     media = {MEDIA_ACTIONS[_intent(t)]: t for t in tools if _intent(t) in MEDIA_ACTIONS}
     if len(media) < 2:
         return list(tools)
+    if play_tool is None:
+        play_tool = next((t.name for t in tools if _intent(t) in _CORE_PLAY_TOOLS), None)
     properties: dict[str, Any] = {"action": {"type": "string", "enum": list(media)}}
     for tool in media.values():
         for name, sub in _properties(tool).items():
             if name not in _DECIDED_BY_ACTION:
                 properties.setdefault(name, sub)
-    # A parameter one intent requires (set_volume's level) is required only for it:
-    # the intent itself says so when it is missing.
+    # A parameter one intent requires (set_volume's level) is required only for its
+    # action: the description names it, and a call without it is answered here.
     taken = {action: set(_properties(tool)) for action, tool in media.items()}
+    required = {action: _required(tool) for action, tool in media.items()}
 
     async def call(action: Any = None, **arguments: Any) -> Any:
         # The model is untrusted: `action` may be missing or of any type.
@@ -64,12 +98,19 @@ def grouped_media_intents(tools: Sequence[BaseTool]) -> list[BaseTool]:
             raise ToolFailure(
                 {"error": "unknown_action", "error_text": f"action must be one of {list(media)}"}
             )
+        if missing := [name for name in required[action] if _blank(arguments.get(name))]:
+            raise ToolFailure(
+                {
+                    "error": "missing_argument",
+                    "error_text": f"{action} needs {', '.join(missing)}; nothing was done.",
+                }
+            )
         chosen = {k: v for k, v in arguments.items() if k in taken[action] and v is not None}
         return await tool.coroutine(**chosen)
 
     merged = StructuredTool(
         name=MEDIA_TOOL,
-        description=f"Control media players: {', '.join(media)}.",
+        description=_description(list(media), required, play_tool),
         args_schema={"type": "object", "properties": properties, "required": ["action"]},
         coroutine=call,
     )

@@ -21,7 +21,7 @@ from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 
 from ..agent.errors import ToolFailure
-from .schema import sanitize_schema
+from .schema import sanitize_schema, without_unmatchable
 
 # Seconds a tool may take before the model is told it timed out.
 DEFAULT_TOOL_TIMEOUT = 15.0
@@ -110,8 +110,11 @@ async def run_handler(spec: ToolSpec, tool_context: ToolContext, arguments: dict
         raise ToolFailure({"error": type(err).__name__, "error_text": str(err)}) from err
 
 
-def as_langchain_tools(specs: Iterable[ToolSpec], tool_context: ToolContext) -> list[BaseTool]:
-    """LangChain tools bound to one turn's context."""
+def as_langchain_tools(
+    specs: Iterable[ToolSpec], tool_context: ToolContext, *, floors: bool = True
+) -> list[BaseTool]:
+    """LangChain tools bound to one turn's context; in a home without floors
+    (`floors` False) without the `floor` parameter, which could match nothing there."""
 
     def bind(spec: ToolSpec) -> BaseTool:
         async def call(**arguments: Any) -> Any:
@@ -120,7 +123,7 @@ def as_langchain_tools(specs: Iterable[ToolSpec], tool_context: ToolContext) -> 
         return StructuredTool(
             name=spec.name,
             description=spec.description,
-            args_schema=sanitize_schema(spec.parameters),
+            args_schema=without_unmatchable(sanitize_schema(spec.parameters), floors),
             coroutine=call,
             metadata={"category": spec.category},
         )

@@ -19,6 +19,9 @@ from typing import Any
 
 import voluptuous as vol
 
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers import floor_registry as fr
+
 try:  # Home Assistant >= 2026.9
     from probatio import to_openapi as _to_json_schema
 except ImportError:  # Home Assistant 2026.2
@@ -286,6 +289,11 @@ def _single_value(node: Any) -> bool:
         return False
     enum = node.get("enum") or (node.get("items") or {}).get("enum")
     return isinstance(enum, list) and len(enum) == 1
+
+
+def home_has_floors(hass: HomeAssistant) -> bool:
+    """Whether the home has a floor a `floor` parameter could match (without_unmatchable)."""
+    return next(iter(fr.async_get(hass).async_list_floors()), None) is not None
 
 
 def without_unmatchable(parameters: dict[str, Any], floors: bool) -> dict[str, Any]:

@@ -41,7 +41,9 @@ from homeassistant.helpers import llm
 from . import TOOLS
 from .context import entity_listing
 from .ha_llm_api import tools_from_llm_api
+from .media import PLAY_TOOL
 from .registry import ToolContext, ToolSpec, as_langchain_tools
+from .schema import home_has_floors
 
 # Our tools that only help when the prompt carries no entity listing (what the listing
 # already tells the model).
@@ -109,10 +111,12 @@ def choose_tools(
             left_out[spec.name] = reason
         if reason in (None, LeftOut.LISTING_IN_PROMPT):
             fitting.append(spec)
-    bound = as_langchain_tools(fitting, tool_context)
+    bound = as_langchain_tools(fitting, tool_context, floors=home_has_floors(hass))
+    own_tools = tuple(tool for tool in bound if tool.name not in left_out)
+    play_tool = PLAY_TOOL if any(tool.name == PLAY_TOOL for tool in own_tools) else None
     return ToolChoice(
-        api_tools=tuple(tools_from_llm_api(hass, api)),
-        own_tools=tuple(tool for tool in bound if tool.name not in left_out),
+        api_tools=tuple(tools_from_llm_api(hass, api, play_tool)),
+        own_tools=own_tools,
         if_listing_dropped=tuple(tool for tool in bound if tool.name in left_out),
         left_out=left_out,
     )
