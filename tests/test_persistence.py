@@ -337,8 +337,9 @@ async def test_differing_options_combine_towards_keeping_more(
         "embeddings": True,
         "embedding_model": "ollama/nomic-embed-text",
     }
-    assert shared.threads is not None
-    assert shared.threads.keep_last == 7
+    assert shared.backend is not None
+    assert shared.backend.saver is not None
+    assert shared.backend.saver.keep_last == 7
     # The Ollama entry's server is the embedding model's address; no key goes there.
     assert shared.settings.embedding == ModelAccess(
         "ollama/nomic-embed-text", None, ollama_server.base_url
@@ -363,7 +364,7 @@ async def test_differing_options_combine_towards_keeping_more(
     assert await hass.config_entries.async_unload(other.entry_id)
     await hass.async_block_till_done()
     assert shared.settings.checkpoints_kept == 2
-    assert shared.threads.keep_last == 2
+    assert shared.backend.saver.keep_last == 2
 
 
 def test_combining_no_entries_gives_the_defaults() -> None:
@@ -394,10 +395,10 @@ async def test_idle_conversations_are_deleted_unless_never(
     openai_server.add_text("Hello.")
     await _ask(hass, setup_integration, "Hi", None)
     shared = hass.data[DATA_STORAGE]
-    assert (await shared.threads.stats())["threads"] == 1
+    assert (await shared.backend.saver.stats())["threads"] == 1
     freezer.tick(timedelta(days=400))
     assert await shared.async_expire_threads() == deleted
-    stats = await shared.threads.stats()
+    stats = await shared.backend.saver.stats()
     assert stats["threads"] == 1 - deleted
     assert stats["conversation_links"] == 1 - deleted
 

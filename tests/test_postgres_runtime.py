@@ -217,7 +217,7 @@ async def test_checkpoints_kept_per_conversation_apply(
         conversation_id = (
             await _ask(hass, entry, f"Question {turn}", conversation_id)
         ).conversation_id
-    stats = await hass.data[DATA_STORAGE].threads.stats()
+    stats = await hass.data[DATA_STORAGE].backend.saver.stats()
     assert (stats["threads"], stats["checkpoints"]) == (1, 2)
     said = [text_of(m) for m in messages_of(openai_server.requests[-1], "user")]
     assert [text for text in said if text.startswith("Question")] == [

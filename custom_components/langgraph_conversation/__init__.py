@@ -76,19 +76,21 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     storage = await async_acquire_storage(hass, entry)
     # Critical effects of the agents' tool calls wait for a yes (tools/effects.py).
     entry.async_on_unload(EffectGate.acquire(hass).release_use)
-    backend = storage.backend
-    if backend is not None and backend.saver is not None:
-        checkpointer, max_threads = backend.saver, None
-    else:
-        # No database holds the conversations: they live in memory, bounded.
+    # The storage's parts heal (storage/healing/): while a database is down they go on in
+    # memory by themselves and write back when it works again.
+    checkpointer = storage.threads
+    if checkpointer is None:
+        # Nothing holds the conversations (the storage is closing): memory, bounded.
         checkpointer, max_threads = memory_checkpointer(), MEMORY_THREADS
+    else:
+        max_threads = None
     entry.runtime_data = AgentRuntime(
         access,
         checkpointer,
         store=storage.memory,
         max_threads=max_threads,
-        links=backend.links if backend is not None else None,
-        ratings=backend.ratings if backend is not None else None,
+        links=storage.links,
+        ratings=storage.ratings,
         storage_errors=storage.errors,
         on_storage_error=partial(report_threads_failure, hass),
     )

@@ -7,11 +7,12 @@ conversation id) live in `threads.db`. One file has one connection, so the files
 the first entry that sets up, shared, and closed when the last entry unloads or Home
 Assistant stops (the files' threads would otherwise hold up the shutdown).
 
-A file that cannot be opened does not stop the agents: they answer without it, and a
-repair issue says what is wrong. Nothing stored is ever deleted to recover. A file that
-failed (or could not be opened) is tried again when an entry sets up, so "reload the
-integration" is the way back once the fault is fixed; memory.db's in-use issue also goes
-away by itself at its first write that works again.
+A file that cannot be opened, or fails while in use, does not stop the agents: they go on
+in memory at once (storage/healing/: conversations, links, ratings and memories said
+meanwhile), a repair issue says what is wrong, and the file is tried again in the
+background with growing pauses (sooner when a turn needs it). Once it works, what was said
+meanwhile is written to it and the repair issue goes away: no reload is needed. Nothing
+stored is ever deleted to recover.
 
 Settings (the "Configure" options of each model access entry) apply to the shared files,
 so differing values combine, always towards keeping more:
@@ -23,20 +24,20 @@ so differing values combine, always towards keeping more:
 Either way the storage is one backend (storage/backend.py's StorageBackend), asked
 everything through that protocol. With PostgreSQL, LangGraph's official saver and store
 (storage/postgres/) take the files' place; its packages are installed on demand
-(postgres_packages.py). A database that cannot be opened is a repair issue, and the agents
-answer without memories, keeping conversations in memory, as with a file that cannot be
-opened. When the combined choice changes while storage is open (an entry's options
-changed), the storage is opened anew and the other entries are reloaded so that every
-agent uses the same one.
+(postgres_packages.py). A database that cannot be opened or stops answering heals as a
+file does (one health for the whole database). When the combined choice changes while
+storage is open (an entry's options changed), the storage is opened anew and the other
+entries are reloaded so that every agent uses the same one.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,7 @@ from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
 from homeassistant.util.hass_dict import HassKey
 
+from .agent.memory import MemoryLinkStore
 from .agent.models import LiteLLMEmbedder, ModelAccess, embedding_access, warm_up_embeddings
 from .const import (
     CHECKPOINTS_KEPT_PER_THREAD,
@@ -74,11 +76,16 @@ from .postgres_packages import PostgresNotInstalled, async_load_postgres
 from .runtime_entry import LangGraphConfigEntry
 from .storage import (
     SQLITE_ERRORS,
+    HealingLinks,
+    HealingRatings,
+    HealingStorage,
     SqliteCheckpointSaver,
     SqliteDatabase,
     SqliteStorage,
     SqliteStore,
     StorageBackend,
+    StorageHealth,
+    is_file_fault,
 )
 
 if TYPE_CHECKING:
@@ -180,19 +187,40 @@ class SharedStorage:
     # How a failure of the open backend's conversations is reported (None: as the
     # conversations' file's; see report_threads_failure).
     report_failure: Callable[[Exception], None] | None = None
+    # What the agents use: the backend's parts, going on in memory while it is down.
+    healing: HealingStorage | None = None
     _cancel_maintenance: CALLBACK_TYPE | None = None
     _cancel_stop_listener: CALLBACK_TYPE | None = None
     _backfill: asyncio.Task[int] | None = None
 
     @property
     def threads(self) -> BaseCheckpointSaver | None:
-        """The conversations' saver, when open."""
-        return self.backend.saver if self.backend is not None else None
+        """The conversations' saver (healing: in memory while its database is down)."""
+        return self.healing.saver if self.healing is not None else None
 
     @property
     def memory(self) -> BaseStore | None:
-        """The memory store, when open."""
-        return self.backend.store if self.backend is not None else None
+        """The memory store (healing: in memory while its database is down)."""
+        return self.healing.store if self.healing is not None else None
+
+    @property
+    def links(self) -> HealingLinks | None:
+        """The conversation links (healing, as the conversations)."""
+        return self.healing.links if self.healing is not None else None
+
+    @property
+    def ratings(self) -> HealingRatings | None:
+        """The answer ratings (healing, as the conversations)."""
+        return self.healing.ratings if self.healing is not None else None
+
+    def _up(self, part: str) -> bool:
+        """Whether the database of "threads" or "memory" works now (maintenance and
+        diagnostics leave a database that is down alone: it would only time out)."""
+        healing = self.healing
+        if healing is None:
+            return True
+        health = healing.threads_health if part == "threads" else healing.memory_health
+        return health.up
 
     @property
     def errors(self) -> tuple[type[BaseException], ...]:
@@ -216,7 +244,7 @@ class SharedStorage:
         """Delete threads nobody used for the idle days setting; how many went."""
         days = self.settings.thread_idle_days
         backend = self.backend  # the storage open now (it may close while this runs)
-        if backend is None or days <= 0:
+        if backend is None or days <= 0 or not self._up("threads"):
             return 0
         cutoff = dt_util.utcnow() - timedelta(days=days)
         try:
@@ -235,7 +263,7 @@ class SharedStorage:
         their rows, search entries and vectors.
         """
         backend = self.backend  # the storage open now (it may close while this runs)
-        if backend is None:
+        if backend is None or not self._up("memory"):
             return 0
         try:
             return await backend.sweep_memories()
@@ -244,10 +272,12 @@ class SharedStorage:
             return 0
 
     async def async_stats(self) -> dict[str, Any]:
-        """The open storage's figures for diagnostics."""
-        if self.backend is None:
-            return {"threads": "unavailable", "memory": "unavailable"}
-        return await self.backend.stats()
+        """The open storage's figures for diagnostics, and each database's health."""
+        healing = self.healing
+        health = {"health": healing.as_diagnostics()} if healing is not None else {}
+        if self.backend is None or not (self._up("threads") and self._up("memory")):
+            return {"threads": "unavailable", "memory": "unavailable", **health}
+        return {**await self.backend.stats(), **health}
 
     async def async_apply(self, hass: HomeAssistant) -> None:
         """Combine the entries' settings and apply them to the open storage."""
@@ -287,7 +317,7 @@ class SharedStorage:
     def async_start_backfill(self, hass: HomeAssistant) -> None:
         """Give memories without a vector of the current model one, in the background."""
         backend = self.backend
-        if backend is None or not backend.embeds:
+        if backend is None or not backend.embeds or not self._up("memory"):
             return
         if self._backfill is not None and not self._backfill.done():
             return
@@ -322,6 +352,9 @@ class SharedStorage:
             backfill.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await backfill
+        healing, self.healing = self.healing, None
+        if healing is not None:
+            await healing.aclose()
         backend, self.backend = self.backend, None
         self.embedding = None
         self.report_failure = None
@@ -346,82 +379,65 @@ def _report(hass: HomeAssistant, issue: str, path: Path, error: BaseException | 
     )
 
 
-async def _async_open[T](
-    hass: HomeAssistant, file_name: str, issue: str, opener: Callable[[Path], Awaitable[T]]
-) -> T | None:
-    """Open one file; on failure log once, raise a repair issue and carry on without it."""
-    path = Path(hass.config.path(DOMAIN, file_name))
-    try:
-        opened = await opener(path)
-    except (OSError, *SQLITE_ERRORS) as err:
-        _LOGGER.error("%s is unavailable, continuing without it: %s", path, err)
-        _report(hass, issue, path, err)
-        return None
-    ir.async_delete_issue(hass, DOMAIN, issue)
-    return opened
-
-
-async def _async_reopen(hass: HomeAssistant, database: SqliteDatabase, issue: str) -> bool:
-    """Reconnect a file closed after damage; whether it works now."""
-    try:
-        await database.reopen()
-    except (OSError, *SQLITE_ERRORS) as err:
-        _LOGGER.error("%s is still unavailable: %s", database.path, err)
-        _report(hass, issue, database.path, err)
-        return False
-    _LOGGER.info("%s works again", database.path)
-    ir.async_delete_issue(hass, DOMAIN, issue)
-    return True
-
-
 @callback
-def _watch(hass: HomeAssistant, database: SqliteDatabase, failed_issue: str | None) -> None:
-    """Repair issues for faults of a file in use (see storage/sqlite/database.py)."""
+def _watch(database: SqliteDatabase, hass: HomeAssistant, health: StorageHealth) -> None:
+    """A file in use: its faults mark it down (whoever met them: a turn, a maintenance
+    sweep), and a file deleted while open and written back is a repair issue."""
     database.on_restore = lambda: _report(hass, RESTORED_ISSUE, database.path, None)
-    if failed_issue is not None:
-        database.on_failure = lambda error: _report(hass, failed_issue, database.path, error)
-        database.on_recovery = lambda: ir.async_delete_issue(hass, DOMAIN, failed_issue)
+    database.on_failure = health.failed
+
+
+class StorageStillDown(Exception):
+    """A retry found the storage still unavailable (the message says why, redacted)."""
 
 
 async def _async_open_postgres(hass: HomeAssistant, shared: SharedStorage, url: str) -> None:
     """Open LangGraph's PostgreSQL saver and store; on failure a repair issue names why
     (never the URL: only the problem and libpq's message without the password)."""
+    if (failure := await _async_try_postgres(hass, shared, url)) is not None:
+        problem, message = failure
+        _LOGGER.error(
+            "PostgreSQL is unavailable (%s), continuing in memory and trying it again: %s",
+            problem,
+            message,
+        )
+        _report_postgres(hass, problem, message)
+
+
+async def _async_try_postgres(
+    hass: HomeAssistant, shared: SharedStorage, url: str
+) -> tuple[str, str] | None:
+    """Open PostgreSQL as the storage; None when it opened, else (problem, message)."""
     try:
         postgres = await async_load_postgres(hass)
     except PostgresNotInstalled as err:
-        problem, message = err.problem, str(err)
-    else:
-        embedding = shared.settings.embedding
-        embedder = None
-        if embedding is not None:
-            await hass.async_add_executor_job(warm_up_embeddings, embedding)
-            embedder = LiteLLMEmbedder(embedding, timeout=EMBEDDING_TIMEOUT)
-        try:
-            storage = await postgres.PostgresStorage.open(
-                url, embed=embedder, embedding_model=embedding.model if embedding else ""
-            )
-        except postgres.PostgresUnavailable as err:
-            problem, message = str(err.problem), str(err)
-        else:
-            ir.async_delete_issue(hass, DOMAIN, POSTGRES_ISSUE)
-            storage.keep_checkpoints(shared.settings.checkpoints_kept)
-            shared.backend = storage
-            shared.embedding = embedding
-            shared.report_failure = lambda error: _report_postgres(
-                hass, "failed", storage.describe(error)
-            )
-            shared.async_start_backfill(hass)
-            if embedding is not None and storage.store.vector_problem:
-                # Once per opening: the search works, by words, and needs no repair.
-                _LOGGER.warning(
-                    "Memories on PostgreSQL are searched by their words only (%s); the"
-                    " embedding model %s is not used there",
-                    storage.store.vector_problem,
-                    embedding.model,
-                )
-            return
-    _LOGGER.error("PostgreSQL is unavailable (%s), continuing without it: %s", problem, message)
-    _report_postgres(hass, problem, message)
+        return err.problem, str(err)
+    embedding = shared.settings.embedding
+    embedder = None
+    if embedding is not None:
+        await hass.async_add_executor_job(warm_up_embeddings, embedding)
+        embedder = LiteLLMEmbedder(embedding, timeout=EMBEDDING_TIMEOUT)
+    try:
+        storage = await postgres.PostgresStorage.open(
+            url, embed=embedder, embedding_model=embedding.model if embedding else ""
+        )
+    except postgres.PostgresUnavailable as err:
+        return str(err.problem), str(err)
+    ir.async_delete_issue(hass, DOMAIN, POSTGRES_ISSUE)
+    storage.keep_checkpoints(shared.settings.checkpoints_kept)
+    shared.backend = storage
+    shared.embedding = embedding
+    shared.report_failure = lambda error: _report_postgres(hass, "failed", storage.describe(error))
+    shared.async_start_backfill(hass)
+    if embedding is not None and storage.store.vector_problem:
+        # Once per opening: the search works, by words, and needs no repair.
+        _LOGGER.warning(
+            "Memories on PostgreSQL are searched by their words only (%s); the"
+            " embedding model %s is not used there",
+            storage.store.vector_problem,
+            embedding.model,
+        )
+    return None
 
 
 @callback
@@ -440,43 +456,153 @@ def _report_postgres(hass: HomeAssistant, problem: str, message: str) -> None:
 
 async def _async_open_missing(hass: HomeAssistant, shared: SharedStorage) -> None:
     """Open the storage chosen if it is not open, or the files of it that are not, and
-    reopen those closed after damage."""
-    # What was chosen, whether or not it opens (a failing database is retried at the next
-    # setup, not switched away from).
+    reopen those closed after damage; what stays unavailable is retried in the background
+    (its health is down) while the agents go on in memory."""
+    # What was chosen, whether or not it opens (a failing database is retried, not
+    # switched away from).
     shared.opened_for = shared.settings.postgres_url
+    if shared.healing is None:
+        shared.healing = _healing(hass, shared)
+    healing = shared.healing
     if url := shared.settings.postgres_url:
         if shared.backend is None:
             await _async_open_postgres(hass, shared, url)
+            if shared.backend is None:
+                healing.threads_health.start_down("PostgreSQL could not be opened")
+        healing.threads_health.nudge()
         return
     # With the files chosen, an open backend is theirs (another choice closed it).
     files = shared.backend
     if not isinstance(files, SqliteStorage):
         files = shared.backend = SqliteStorage()
-    await _async_open_files(hass, files, shared.settings.checkpoints_kept)
+    for part, health in (("memory", healing.memory_health), ("threads", healing.threads_health)):
+        try:
+            await _async_open_file(hass, shared, files, part)
+        except (OSError, *SQLITE_ERRORS) as err:
+            path = Path(hass.config.path(DOMAIN, _FILES[part][0]))
+            _LOGGER.error("%s is unavailable, continuing in memory: %s", path, err)
+            _report(hass, _FILES[part][1], path, err)
+            health.start_down(str(err))
+        health.nudge()
 
 
-async def _async_open_files(hass: HomeAssistant, files: SqliteStorage, keep_last: int) -> None:
-    """Each file on its own: one that cannot be opened leaves the other working."""
-    if files.store is None:
-        files.store = await _async_open(hass, MEMORY_FILE, MEMORY_ISSUE, SqliteStore.open)
-        if files.store is not None:
-            _watch(hass, files.store.database, MEMORY_FAILED_ISSUE)
-            ir.async_delete_issue(hass, DOMAIN, MEMORY_FAILED_ISSUE)
-    elif _needs_reopening(files.store.database) and await _async_reopen(
-        hass, files.store.database, MEMORY_ISSUE
-    ):
-        ir.async_delete_issue(hass, DOMAIN, MEMORY_FAILED_ISSUE)
-    if files.saver is None:
-        files.saver = await _async_open(
-            hass,
-            THREADS_FILE,
-            THREADS_ISSUE,
-            lambda path: SqliteCheckpointSaver.open(path, keep_last=keep_last),
+# Each file's name and the repair issue for a file that cannot be opened.
+_FILES = {"memory": (MEMORY_FILE, MEMORY_ISSUE), "threads": (THREADS_FILE, THREADS_ISSUE)}
+
+
+async def _async_open_file(
+    hass: HomeAssistant, shared: SharedStorage, files: SqliteStorage, part: str
+) -> SqliteDatabase:
+    """One file of the SQLite storage, opened if it is not and reopened after damage or a
+    failure (a connection that SQLite opened read-only stays read-only when the file
+    becomes writable again); raises what opening raised."""
+    assert shared.healing is not None
+    opened = files.store if part == "memory" else files.saver
+    if opened is not None:
+        if _needs_reopening(opened.database):
+            await opened.database.reopen()
+        return opened.database
+    path = Path(hass.config.path(DOMAIN, _FILES[part][0]))
+    if part == "memory":
+        files.store = await SqliteStore.open(path)
+        database = files.store.database
+        health = shared.healing.memory_health
+    else:
+        files.saver = await SqliteCheckpointSaver.open(
+            path, keep_last=shared.settings.checkpoints_kept
         )
-        if files.saver is not None:
-            _watch(hass, files.saver.database, None)
-    elif _needs_reopening(files.saver.database):
-        await _async_reopen(hass, files.saver.database, THREADS_ISSUE)
+        database = files.saver.database
+        health = shared.healing.threads_health
+    _watch(database, hass, health)
+    ir.async_delete_issue(hass, DOMAIN, _FILES[part][1])
+    if part == "memory":
+        # The embedding model applies to the memories' file once it is open.
+        await shared.async_apply(hass)
+    return database
+
+
+def _healing(hass: HomeAssistant, shared: SharedStorage) -> HealingStorage:
+    """The parts the agents use over the storage chosen, with one health per database."""
+
+    def start(coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        return hass.async_create_background_task(coroutine, f"{DOMAIN} {name}")
+
+    if shared.settings.postgres_url:
+        database = StorageHealth(
+            "PostgreSQL",
+            is_outage=lambda error: shared.backend is None or shared.backend.is_outage(error),
+            describe=lambda error: (
+                shared.backend.describe(error) if shared.backend is not None else str(error)
+            ),
+        )
+        database.connect(
+            partial(_async_reconnect_postgres, hass, shared),
+            start,
+            partial(_postgres_changed, hass, shared),
+        )
+        threads = memory = database
+    else:
+        threads, memory = (
+            StorageHealth(
+                hass.config.path(DOMAIN, _FILES[part][0]),
+                is_outage=is_file_fault,
+                reads_while_down=True,
+            )
+            for part in ("threads", "memory")
+        )
+        for part, health in (("threads", threads), ("memory", memory)):
+            health.connect(
+                partial(_async_reconnect_file, hass, shared, part),
+                start,
+                partial(_file_changed, hass, part),
+            )
+    return HealingStorage(
+        lambda: shared.backend, threads=threads, memory=memory, memory_links=MemoryLinkStore
+    )
+
+
+async def _async_reconnect_postgres(hass: HomeAssistant, shared: SharedStorage) -> None:
+    """One retry of PostgreSQL: open it if it never opened, then prove it answers."""
+    if shared.backend is None:
+        url = shared.settings.postgres_url
+        failure = await _async_try_postgres(hass, shared, url) if url else ("closed", "closed")
+        if failure is not None:
+            raise StorageStillDown(failure[1])
+    assert shared.backend is not None
+    await shared.backend.check()
+
+
+async def _async_reconnect_file(hass: HomeAssistant, shared: SharedStorage, part: str) -> None:
+    """One retry of an SQLite file: open or reopen it, then prove it takes a write."""
+    files = shared.backend
+    if not isinstance(files, SqliteStorage):
+        raise StorageStillDown("the files are closed")
+    database = await _async_open_file(hass, shared, files, part)
+    await database.check()
+
+
+@callback
+def _file_changed(hass: HomeAssistant, part: str, error: BaseException | None) -> None:
+    """A file failed in use (a repair issue), or works again (the issues go)."""
+    file_name, open_issue = _FILES[part]
+    in_use_issue = MEMORY_FAILED_ISSUE if part == "memory" else THREADS_ISSUE
+    if error is not None:
+        _report(hass, in_use_issue, Path(hass.config.path(DOMAIN, file_name)), error)
+        return
+    for issue in {open_issue, in_use_issue}:
+        ir.async_delete_issue(hass, DOMAIN, issue)
+
+
+@callback
+def _postgres_changed(
+    hass: HomeAssistant, shared: SharedStorage, error: BaseException | None
+) -> None:
+    """PostgreSQL failed in use (a repair issue, without the password), or works again."""
+    if error is None:
+        ir.async_delete_issue(hass, DOMAIN, POSTGRES_ISSUE)
+        return
+    backend = shared.backend
+    _report_postgres(hass, "failed", backend.describe(error) if backend else str(error))
 
 
 def _needs_reopening(database: SqliteDatabase) -> bool:

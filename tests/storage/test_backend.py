@@ -21,6 +21,8 @@ from custom_components.langgraph_conversation.storage.postgres import PostgresSt
 
 # What the protocol names: a member gone or added is a change to every backend.
 MEMBERS = {
+    "check",
+    "is_outage",
     "saver",
     "store",
     "links",

@@ -1,8 +1,10 @@
 """Storage faults: locked, disk full, read-only, corrupted, deleted while running.
 
-For each: a repair issue explains it, the agent still answers, and once the fault is
-cleared nothing stored earlier is lost (memories are recalled and the conversation goes on
-with its whole history).
+For each: a repair issue explains it, the agent still answers (what is said meanwhile is
+kept in memory), and once the fault is cleared the file heals by itself, without a
+reload: what was said meanwhile is written to it, the repair issue goes away, and nothing
+stored earlier is lost (memories are recalled and the conversation goes on with its whole
+history, also after a restart).
 
 Disk full and read-only are real: a size-limited tmpfs and a read-only bind mount (root
 ignores file modes, so chmod would prove nothing). scripts/test runs the tests as root in a
@@ -16,6 +18,7 @@ cannot cause; such an error reaches us as the write errors tested here.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 import ctypes
 import errno
@@ -31,6 +34,7 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.const import DOMAIN
+from custom_components.langgraph_conversation.persistence import DATA_STORAGE
 from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
@@ -185,6 +189,55 @@ def _has_issue(hass: HomeAssistant, issue_id: str) -> bool:
     return ir.async_get(hass).async_get_issue(DOMAIN, issue_id) is not None
 
 
+async def _healed(hass: HomeAssistant, limit: float = 60.0) -> None:
+    """Wait until every file works again by itself (its retries run in the background;
+    `limit` is a bound against a hang, not a measure)."""
+    healing = hass.data[DATA_STORAGE].healing
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while not all(health.up for health in healing.healths):
+        assert loop.time() < deadline, healing.as_diagnostics()
+        await asyncio.sleep(0.1)
+    await hass.async_block_till_done()
+
+
+def _down(hass: HomeAssistant) -> set[str]:
+    """Which databases the healing layer holds as down ("conversations", "memory")."""
+    diagnostics = hass.data[DATA_STORAGE].healing.as_diagnostics()
+    return {part for part, health in diagnostics.items() if health["state"] == "down"}
+
+
+def _history(request: dict[str, Any]) -> list[tuple[str, str]]:
+    """The conversation the model was sent, without the system prompt and the context."""
+    return [
+        (m["role"], text_of(m))
+        for m in request["messages"]
+        if m["role"] != "system" and not text_of(m).startswith("[Context for the request")
+    ]
+
+
+def _memory_texts(directory: Path) -> set[str]:
+    """The memory texts memory.db holds now, read by another connection (the effect)."""
+    import sqlite3
+
+    connection = sqlite3.connect(directory / "memory.db")
+    try:
+        rows = connection.execute("SELECT value FROM items").fetchall()
+    finally:
+        connection.close()
+    return {json.loads(value).get("text", "") for (value,) in rows}
+
+
+async def _assert_history_kept(
+    hass: HomeAssistant, entry: MockConfigEntry, server: FakeOpenAIServer, conversation_id: str
+) -> None:
+    """A turn now still sends the conversation's first request to the model."""
+    server.add_text("Still here.")
+    result = await _ask(hass, entry, "Are you there?", conversation_id)
+    assert result.response.speech["plain"]["speech"] == "Still here."
+    assert _history(server.requests[-1])[0] == ("user", f"Remember: {SPARE_KEY}")
+
+
 async def _assert_nothing_lost(
     hass: HomeAssistant,
     entry: MockConfigEntry,
@@ -200,11 +253,7 @@ async def _assert_nothing_lost(
     system = prompt_text(request)
     for fact in facts:
         assert fact in system
-    history = [
-        (m["role"], text_of(m))
-        for m in request["messages"]
-        if m["role"] != "system" and not text_of(m).startswith("[Context for the request")
-    ]
+    history = _history(request)
     assert history[0] == ("user", f"Remember: {SPARE_KEY}")
     assert ("assistant", "Noted.") in history
     assert history[-1] == ("user", QUESTION)
@@ -239,7 +288,8 @@ def _unlock(locker: subprocess.Popen[str]) -> None:
 async def test_files_locked_by_another_program_while_running(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
-    """Another program holds both files: issues, an answer, and everything once it lets go."""
+    """Another program holds both files: issues, answers from memory, and once it lets go
+    everything said meanwhile is in the files without a reload."""
     entry = setup_integration
     first = await _remember(hass, entry, openai_server, SPARE_KEY)
     directory = _storage_dir(hass)
@@ -248,18 +298,24 @@ async def test_files_locked_by_another_program_while_running(
     )
     try:
         await _remember(hass, entry, openai_server, GARAGE_KEY, first.conversation_id)
-        assert "not working right now" in _last_tool_result(openai_server)
+        # Kept in memory while the file is locked, for the write-back.
+        assert '"saved"' in _last_tool_result(openai_server)
+        assert _down(hass) == {"conversations", "memory"}
         assert "locked" in _issue_text(hass, "memory_failed")
         description = _issue_text(hass, "threads_unavailable")
         assert "locked" in description
         assert str(directory / "threads.db") in description
+        # The conversation goes on with its history while the file is locked.
+        await _assert_history_kept(hass, entry, openai_server, first.conversation_id)
     finally:
         await hass.async_add_executor_job(_unlock, locker)
 
-    # The memory file works again at its next write, and says so.
-    await _remember(hass, entry, openai_server, GARAGE_KEY, first.conversation_id)
-    assert '"saved"' in _last_tool_result(openai_server)
+    await _healed(hass)
     assert not _has_issue(hass, "memory_failed")
+    assert await hass.async_add_executor_job(_memory_texts, directory) >= {SPARE_KEY, GARAGE_KEY}
+    await _assert_nothing_lost(
+        hass, entry, openai_server, first.conversation_id, [SPARE_KEY, GARAGE_KEY]
+    )
     await _reload(hass, entry)
     await _assert_nothing_lost(
         hass, entry, openai_server, first.conversation_id, [SPARE_KEY, GARAGE_KEY]
@@ -269,7 +325,8 @@ async def test_files_locked_by_another_program_while_running(
 async def test_files_locked_by_another_program_at_start(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
-    """Locked while the entry sets up: it starts without them and picks them up on reload."""
+    """Locked while the entry sets up: it starts in memory and picks the files up by itself
+    once they are free, the turn of the outage after the files' own history."""
     entry = setup_integration
     first = await _remember(hass, entry, openai_server, SPARE_KEY)
     assert await hass.config_entries.async_unload(entry.entry_id)
@@ -287,8 +344,14 @@ async def test_files_locked_by_another_program_at_start(
         assert result.response.speech["plain"]["speech"] == "Hello without my files."
     finally:
         await hass.async_add_executor_job(_unlock, locker)
+    await _healed(hass)
+    for issue_id in ("memory_unavailable", "threads_unavailable"):
+        assert not _has_issue(hass, issue_id), issue_id
+    await _assert_nothing_lost(hass, entry, openai_server, first.conversation_id, [SPARE_KEY])
+    assert ("user", "Hello") in _history(openai_server.requests[-1])
     await _reload(hass, entry)
     await _assert_nothing_lost(hass, entry, openai_server, first.conversation_id, [SPARE_KEY])
+    assert ("assistant", "Hello without my files.") in _history(openai_server.requests[-1])
 
 
 # -- disk full -------------------------------------------------------------------------
@@ -327,14 +390,14 @@ async def test_disk_full_while_running(
 
     filler = await hass.async_add_executor_job(_fill, directory)
     await _remember(hass, config_entry, openai_server, GARAGE_KEY, first.conversation_id)
-    assert "not working right now" in _last_tool_result(openai_server)
+    assert '"saved"' in _last_tool_result(openai_server)
     assert "full" in _issue_text(hass, "memory_failed")
     assert "full" in _issue_text(hass, "threads_unavailable")
 
     await hass.async_add_executor_job(filler.unlink)
-    await _remember(hass, config_entry, openai_server, GARAGE_KEY, first.conversation_id)
-    assert '"saved"' in _last_tool_result(openai_server)
+    await _healed(hass)
     assert not _has_issue(hass, "memory_failed")
+    assert await hass.async_add_executor_job(_memory_texts, directory) >= {SPARE_KEY, GARAGE_KEY}
     await _reload(hass, config_entry)
     await _assert_nothing_lost(
         hass, config_entry, openai_server, first.conversation_id, [SPARE_KEY, GARAGE_KEY]
@@ -378,7 +441,8 @@ async def test_read_only_memory_file(
     openai_server: FakeOpenAIServer,
     mounts: Mounts,
 ) -> None:
-    """SQLite opens a read-only file read-only: memories are recalled, saving one fails."""
+    """SQLite opens a read-only file read-only: memories are recalled, one saved meanwhile
+    is kept in memory and reaches the file once it is writable again."""
     entry = setup_integration
     first = await _remember(hass, entry, openai_server, SPARE_KEY)
     assert await hass.config_entries.async_unload(entry.entry_id)
@@ -388,15 +452,17 @@ async def test_read_only_memory_file(
     await hass.async_block_till_done()
 
     await _remember(hass, entry, openai_server, GARAGE_KEY, first.conversation_id)
-    assert "not working right now" in _last_tool_result(openai_server)
+    assert '"saved"' in _last_tool_result(openai_server)
     assert SPARE_KEY in prompt_text(openai_server.requests[-2])
     assert "readonly" in _issue_text(hass, "memory_failed")
     assert not _has_issue(hass, "threads_unavailable")
+    assert _down(hass) == {"memory"}
 
     await hass.async_add_executor_job(mounts.unmount, memory_file)
+    await _healed(hass)
+    directory = _storage_dir(hass)
+    assert await hass.async_add_executor_job(_memory_texts, directory) >= {SPARE_KEY, GARAGE_KEY}
     await _reload(hass, entry)
-    await _remember(hass, entry, openai_server, GARAGE_KEY, first.conversation_id)
-    assert '"saved"' in _last_tool_result(openai_server)
     await _assert_nothing_lost(
         hass, entry, openai_server, first.conversation_id, [SPARE_KEY, GARAGE_KEY]
     )

@@ -127,5 +127,12 @@ class StorageBackend(Protocol):
     def describe(self, error: BaseException) -> str:
         """A failure's message as a user may see it (no secret of the connection)."""
 
+    def is_outage(self, error: BaseException) -> bool:
+        """Whether `error` means the database is unavailable now (locked, full, stopped,
+        unreachable), rather than a mistake: the healing layer then goes on in memory."""
+
+    async def check(self) -> None:
+        """Prove the database works now (a write where that can fail); raises if not."""
+
     async def aclose(self) -> None:
         """Close every part (idempotent)."""

@@ -83,28 +83,52 @@ async def copy_threads(
         configurable = found.config["configurable"]
         threads[(configurable["thread_id"], configurable.get("checkpoint_ns", ""))].append(found)
     for (thread_id, namespace), newest_first in threads.items():
-        newest = newest_first[0].checkpoint["id"]
-        if await target.aget_tuple(_config(thread_id, namespace, newest)) is not None:
-            counts.threads_already_there += 1
+        await _copy_checkpoints(target, thread_id, namespace, newest_first, counts)
+
+
+async def copy_thread(
+    source: BaseCheckpointSaver,
+    target: BaseCheckpointSaver,
+    thread_id: str,
+    namespace: str,
+    counts: CopyCounts,
+) -> None:
+    """One thread (one namespace of it) of `source` into `target`, as copy_threads does."""
+    newest_first = [found async for found in source.alist(_config(thread_id, namespace, None))]
+    if newest_first:
+        await _copy_checkpoints(target, thread_id, namespace, newest_first, counts)
+
+
+async def _copy_checkpoints(
+    target: BaseCheckpointSaver,
+    thread_id: str,
+    namespace: str,
+    newest_first: list[CheckpointTuple],
+    counts: CopyCounts,
+) -> None:
+    """A thread's checkpoints, oldest first, unless the target holds its newest already."""
+    newest = newest_first[0].checkpoint["id"]
+    if await target.aget_tuple(_config(thread_id, namespace, newest)) is not None:
+        counts.threads_already_there += 1
+        return
+    for found in reversed(newest_first):
+        checkpoint = found.checkpoint
+        if await target.aget_tuple(_config(thread_id, namespace, checkpoint["id"])):
             continue
-        for found in reversed(newest_first):
-            checkpoint = found.checkpoint
-            if await target.aget_tuple(_config(thread_id, namespace, checkpoint["id"])):
-                continue
-            parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-            saved = await target.aput(
-                _config(thread_id, namespace, parent),
-                checkpoint,
-                found.metadata,
-                dict(checkpoint["channel_versions"]),
-            )
-            by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
-            for task_id, channel, value in found.pending_writes or ():
-                by_task[task_id].append((channel, value))
-            for task_id, writes in by_task.items():
-                await target.aput_writes(saved, writes, task_id)
-            counts.checkpoints_copied += 1
-        counts.threads_copied += 1
+        parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        saved = await target.aput(
+            _config(thread_id, namespace, parent),
+            checkpoint,
+            found.metadata,
+            dict(checkpoint["channel_versions"]),
+        )
+        by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+        for task_id, channel, value in found.pending_writes or ():
+            by_task[task_id].append((channel, value))
+        for task_id, writes in by_task.items():
+            await target.aput_writes(saved, writes, task_id)
+        counts.checkpoints_copied += 1
+    counts.threads_copied += 1
 
 
 async def copy_memories(source: BaseStore, target: BaseStore, counts: CopyCounts) -> None:

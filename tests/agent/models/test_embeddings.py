@@ -212,7 +212,7 @@ async def test_embedding_failure_keeps_memories_and_words_still_find_them(
 
     # The model is back: the backfill gives the memory its vector, and meaning works again.
     openai_server.embedding_error = None
-    store = hass.data[DATA_STORAGE].memory
+    store = hass.data[DATA_STORAGE].backend.store
     assert store is not None
     assert (await store.stats())["vectors_of_current_model"] == 0
     store.configure_embeddings(
@@ -236,7 +236,7 @@ async def test_embedding_model_change_never_mixes_vectors(
     openai_server.add_tool_calls([ToolCall("memory", {"action": "remember", "text": MEMORY})])
     openai_server.add_text("Noted.")
     await _ask(hass, setup_integration, "Remember: Ada cycles to the office on a bicycle")
-    stats = await hass.data[DATA_STORAGE].memory.stats()
+    stats = await hass.data[DATA_STORAGE].backend.store.stats()
     assert (stats["vectors"], stats["vectors_of_current_model"]) == (1, 1)
 
     # Another model, which sees no relation between the memory and the question, with its
@@ -257,7 +257,7 @@ async def test_embedding_model_change_never_mixes_vectors(
     # The backfill runs in the background and may still be writing what it embedded.
     for _ in range(100):
         await hass.async_block_till_done(wait_background_tasks=True)
-        stats = await shared.memory.stats()
+        stats = await shared.backend.store.stats()
         if stats["vectors_of_current_model"]:
             break
         await asyncio.sleep(0.05)
@@ -282,7 +282,7 @@ async def test_forgetting_a_memory_deletes_its_vector(
     await _ask(hass, setup_integration, "Our cat is called Mia")
     saved = text_of(messages_of(openai_server.requests[-1], "tool")[0])
     memory_id = saved.split('"saved": "')[1].split('"')[0]
-    store = hass.data[DATA_STORAGE].memory
+    store = hass.data[DATA_STORAGE].backend.store
     assert (await store.stats())["vectors"] == 1
     openai_server.add_tool_calls([ToolCall("memory", {"action": "forget", "id": memory_id})])
     openai_server.add_text("Forgotten.")

@@ -53,6 +53,10 @@ CONNECT_TIMEOUT = 10
 # Connections kept open for the saver and the store together; turns are few and short.
 POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 4
+# Seconds a query waits for a free connection of the pool (psycopg's default is 30). Only
+# a database that stopped answering makes it wait that long, and then the first failure
+# should come soon: from there on the healing layer answers from memory (storage/healing/).
+POOL_WAIT = 5.0
 # What LangGraph's saver and store require of every connection they use.
 _CONNECTION_SETTINGS: dict[str, Any] = {
     "autocommit": True,
@@ -116,6 +120,15 @@ _SQLSTATE_PROBLEMS: dict[str, PostgresProblem] = {
 
 # What a failing database raises, for callers that cannot import psycopg themselves.
 ERRORS: tuple[type[BaseException], ...] = (psycopg.Error, PostgresUnavailable)
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether `error` means the database cannot be reached or used now (the server
+    stopped, the network dropped, no free connection), not a mistake in a statement.
+    psycopg's pool timeout is an OperationalError too."""
+    return isinstance(
+        error, psycopg.OperationalError | psycopg.InterfaceError | PostgresUnavailable
+    )
 
 
 def classify(error: BaseException) -> PostgresProblem:
@@ -301,6 +314,7 @@ class PostgresStorage:
             url,
             min_size=POOL_MIN_SIZE,
             max_size=POOL_MAX_SIZE,
+            timeout=POOL_WAIT,
             kwargs={**_CONNECTION_SETTINGS, "connect_timeout": CONNECT_TIMEOUT},
             open=False,
         )
@@ -357,6 +371,16 @@ class PostgresStorage:
     def describe(self, error: BaseException) -> str:
         """A failure's message without the URL's password."""
         return str(_unavailable(error, self.url))
+
+    def is_outage(self, error: BaseException) -> bool:
+        return is_outage(error)
+
+    async def check(self) -> None:
+        """Prove the database answers now: broken connections of the pool are replaced,
+        then one query runs (raises the driver's error when it does not)."""
+        await self.pool.check()
+        async with self.pool.connection(timeout=POOL_WAIT) as connection:
+            await connection.execute("SELECT 1")
 
     async def aclose(self) -> None:
         """Stops the store's batching and closes every connection of the pool."""

@@ -10,7 +10,7 @@ and vectors); `backend.py` joins them as one `StorageBackend`.
 
 from .backend import SQLITE_ERRORS, SqliteStorage
 from .checkpointer import SqliteCheckpointSaver
-from .database import SqliteDatabase
+from .database import SqliteDatabase, is_file_fault
 from .store import SqliteStore
 
 __all__ = [
@@ -19,4 +19,5 @@ __all__ = [
     "SqliteDatabase",
     "SqliteStorage",
     "SqliteStore",
+    "is_file_fault",
 ]

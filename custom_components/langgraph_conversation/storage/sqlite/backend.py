@@ -15,6 +15,7 @@ from typing import Any
 
 from ..backend import EmbedFunc
 from .checkpointer import SqliteCheckpointSaver
+from .database import is_file_fault
 from .links import SqliteLinkStore
 from .ratings import SqliteRatingStore
 from .store import SqliteStore
@@ -102,6 +103,15 @@ class SqliteStorage:
 
     def describe(self, error: BaseException) -> str:
         return str(error)
+
+    def is_outage(self, error: BaseException) -> bool:
+        return is_file_fault(error)
+
+    async def check(self) -> None:
+        """Each open file takes a write (the healing layer checks them one by one)."""
+        for part in (self.saver, self.store):
+            if part is not None:
+                await part.database.check()
 
     async def aclose(self) -> None:
         store, self.store = self.store, None

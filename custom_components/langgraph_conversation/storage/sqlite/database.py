@@ -245,6 +245,11 @@ class SqliteDatabase:
         self._broken = None
         self._failing = False
 
+    async def check(self) -> None:
+        """Prove the file takes a write now (not locked, not full, not read-only): the
+        schema version is written again, unchanged, in a transaction of its own."""
+        await self.write(_rewrite_version)
+
     async def read[T](self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` in a read transaction: its statements see one state of the file."""
         return await self._transaction("BEGIN DEFERRED", work)
@@ -310,6 +315,13 @@ async def _shut_down(worker: ThreadPoolExecutor) -> None:
     """End the worker thread and wait for it (in the executor: waiting blocks), so that no
     thread outlives the caller's shutdown, which Home Assistant's test harness checks."""
     await asyncio.get_running_loop().run_in_executor(None, worker.shutdown)
+
+
+def _rewrite_version(connection: sqlite3.Connection) -> None:
+    """One real write that changes nothing: SQLite writes the header page again."""
+    row = connection.execute("PRAGMA user_version").fetchone()
+    # PRAGMA takes no parameters; the value is the int SQLite just gave.
+    connection.execute(f"PRAGMA user_version = {int(row[0]) if row else 0:d}")
 
 
 def _file_identity(path: Path) -> _Identity | None:

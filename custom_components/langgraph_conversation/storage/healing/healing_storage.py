@@ -1,0 +1,73 @@
+"""The healing parts over one storage backend, and which health each part follows.
+
+The conversations (saver), their links and ratings live in one database and fail together;
+the memories live in the same database on PostgreSQL, in a file of their own with SQLite
+(memory.db beside threads.db). So a backend has one health per database: the caller gives
+the conversations' and the memories' (the same object for PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..backend import ConversationLinks, StorageBackend
+from .beside import HealingLinks, HealingRatings
+from .health import StorageHealth
+from .saver import HealingSaver
+from .store import HealingStore
+
+
+class HealingStorage:
+    """What the agents are given: LangGraph's saver and store, the links and the ratings,
+    each going on in memory while its database is down and writing back when it is up."""
+
+    def __init__(
+        self,
+        backend: Callable[[], StorageBackend | None],
+        *,
+        threads: StorageHealth,
+        memory: StorageHealth,
+        memory_links: Callable[[], ConversationLinks],
+    ) -> None:
+        """`backend` gives the open backend (None while nothing is open); `memory_links`
+        makes an in-memory link table (see beside.py)."""
+        self.threads_health = threads
+        self.memory_health = memory
+        # Links and ratings first: their write-back comes before the saver's, whose
+        # deletions of conversations also remove their links and ratings in the database.
+        self.links = HealingLinks(
+            lambda: part.links if (part := backend()) is not None else None,
+            threads,
+            memory_links,
+        )
+        self.ratings = HealingRatings(
+            lambda: part.ratings if (part := backend()) is not None else None, threads
+        )
+        self.saver = HealingSaver(
+            lambda: part.saver if (part := backend()) is not None else None, threads
+        )
+        self.store = HealingStore(
+            lambda: part.store if (part := backend()) is not None else None, memory
+        )
+
+    @property
+    def healths(self) -> list[StorageHealth]:
+        """Each database's health once."""
+        if self.memory_health is self.threads_health:
+            return [self.threads_health]
+        return [self.threads_health, self.memory_health]
+
+    def as_diagnostics(self) -> dict[str, Any]:
+        """Each database's state and last outage."""
+        if self.memory_health is self.threads_health:
+            return {"database": self.threads_health.as_diagnostics()}
+        return {
+            "conversations": self.threads_health.as_diagnostics(),
+            "memory": self.memory_health.as_diagnostics(),
+        }
+
+    async def aclose(self) -> None:
+        """Stop every retry."""
+        for health in self.healths:
+            await health.aclose()
