@@ -160,6 +160,25 @@ class RunningServer:
     def data(self) -> Path:
         return self.root / "data"
 
+    def pause(self) -> None:
+        """Stop the server as an administrator or a crash would (open connections are
+        cut at once); its data stays for `resume`."""
+        _run(
+            [
+                str(self.server.bin_dir / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ]
+        )
+
+    def resume(self) -> None:
+        """Start the paused server again on its port, with its data."""
+        _start_at(self.server.bin_dir, self.root, self.server.port)
+
     def stop(self) -> None:
         # The watchdog goes first (by its own pid): it must not act on a later server.
         self.watchdog.send_signal(signal.SIGKILL)
@@ -208,30 +227,35 @@ def _init_data_folder(bin_dir: Path, root: Path, user: str | None) -> None:
 def _start_on_a_free_port(bin_dir: Path, root: Path) -> int:
     """Starts the server on the first of _ports() that is free; returns that port."""
     for port in _ports():
-        # Durability is not under test: no fsync keeps the shared disk calm.
-        options = f"-k {root} -h 127.0.0.1 -p {port} -c fsync=off -c ssl=off"
         try:
-            _run(
-                [
-                    str(bin_dir / "pg_ctl"),
-                    "-D",
-                    str(root / "data"),
-                    "-l",
-                    str(root / "server.log"),
-                    "-o",
-                    options,
-                    "-w",
-                    "-t",
-                    "60",
-                    "start",
-                ]
-            )
+            _start_at(bin_dir, root, port)
         except RuntimeError:
             if "already in use" in _log_tail(root):
                 continue
             raise
         return port
     raise ServerUnavailable(f"no free port after {_PORT_ATTEMPTS} tries")
+
+
+def _start_at(bin_dir: Path, root: Path, port: int) -> None:
+    """Starts the server of root/data on `port` and waits until it accepts connections."""
+    # Durability is not under test: no fsync keeps the shared disk calm.
+    options = f"-k {root} -h 127.0.0.1 -p {port} -c fsync=off -c ssl=off"
+    _run(
+        [
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(root / "data"),
+            "-l",
+            str(root / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ]
+    )
 
 
 def _start_watchdog(bin_dir: Path, root: Path, user: str | None) -> subprocess.Popen[bytes]:

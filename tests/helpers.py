@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import AbstractContextManager
 import inspect
 from typing import Any
@@ -19,6 +20,7 @@ from custom_components.langgraph_conversation.const import (
     DOMAIN,
     SUBENTRY_CONVERSATION,
 )
+from custom_components.langgraph_conversation.persistence import DATA_STORAGE
 from fakes import FakeOllamaServer
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
@@ -148,3 +150,22 @@ def prompt_text(request: dict[str, Any]) -> str:
         )
     ]
     return "\n\n".join([*system, *context])
+
+
+async def wait_until_healed(hass: HomeAssistant, limit: float = 60.0) -> None:
+    """Wait until every database of the storage works again by itself (its retries run in
+    the background; `limit` is a bound against a hang, not a measure)."""
+    healing = hass.data[DATA_STORAGE].healing
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while not all(health.up for health in healing.healths):
+        assert loop.time() < deadline, healing.as_diagnostics()
+        await asyncio.sleep(0.1)
+    await hass.async_block_till_done()
+
+
+def storage_down(hass: HomeAssistant) -> set[str]:
+    """Which databases the healing layer holds as down ("conversations" and "memory" for
+    the SQLite files, "database" for PostgreSQL)."""
+    diagnostics = hass.data[DATA_STORAGE].healing.as_diagnostics()
+    return {part for part, health in diagnostics.items() if health["state"] == "down"}

@@ -18,7 +18,6 @@ cannot cause; such an error reaches us as the write errors tested here.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 import ctypes
 import errno
@@ -34,7 +33,6 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.const import DOMAIN
-from custom_components.langgraph_conversation.persistence import DATA_STORAGE
 from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
@@ -42,7 +40,7 @@ from homeassistant.helpers import issue_registry as ir
 from homeassistant.setup import async_setup_component
 
 from ..conftest import agent_entity_id
-from ..helpers import messages_of, prompt_text, text_of
+from ..helpers import messages_of, prompt_text, storage_down, text_of, wait_until_healed
 
 SPARE_KEY = "The spare key is under the blue pot"
 GARAGE_KEY = "The garage key hangs by the back door"
@@ -189,24 +187,6 @@ def _has_issue(hass: HomeAssistant, issue_id: str) -> bool:
     return ir.async_get(hass).async_get_issue(DOMAIN, issue_id) is not None
 
 
-async def _healed(hass: HomeAssistant, limit: float = 60.0) -> None:
-    """Wait until every file works again by itself (its retries run in the background;
-    `limit` is a bound against a hang, not a measure)."""
-    healing = hass.data[DATA_STORAGE].healing
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit
-    while not all(health.up for health in healing.healths):
-        assert loop.time() < deadline, healing.as_diagnostics()
-        await asyncio.sleep(0.1)
-    await hass.async_block_till_done()
-
-
-def _down(hass: HomeAssistant) -> set[str]:
-    """Which databases the healing layer holds as down ("conversations", "memory")."""
-    diagnostics = hass.data[DATA_STORAGE].healing.as_diagnostics()
-    return {part for part, health in diagnostics.items() if health["state"] == "down"}
-
-
 def _history(request: dict[str, Any]) -> list[tuple[str, str]]:
     """The conversation the model was sent, without the system prompt and the context."""
     return [
@@ -300,7 +280,7 @@ async def test_files_locked_by_another_program_while_running(
         await _remember(hass, entry, openai_server, GARAGE_KEY, first.conversation_id)
         # Kept in memory while the file is locked, for the write-back.
         assert '"saved"' in _last_tool_result(openai_server)
-        assert _down(hass) == {"conversations", "memory"}
+        assert storage_down(hass) == {"conversations", "memory"}
         assert "locked" in _issue_text(hass, "memory_failed")
         description = _issue_text(hass, "threads_unavailable")
         assert "locked" in description
@@ -310,7 +290,7 @@ async def test_files_locked_by_another_program_while_running(
     finally:
         await hass.async_add_executor_job(_unlock, locker)
 
-    await _healed(hass)
+    await wait_until_healed(hass)
     assert not _has_issue(hass, "memory_failed")
     assert await hass.async_add_executor_job(_memory_texts, directory) >= {SPARE_KEY, GARAGE_KEY}
     await _assert_nothing_lost(
@@ -344,7 +324,7 @@ async def test_files_locked_by_another_program_at_start(
         assert result.response.speech["plain"]["speech"] == "Hello without my files."
     finally:
         await hass.async_add_executor_job(_unlock, locker)
-    await _healed(hass)
+    await wait_until_healed(hass)
     for issue_id in ("memory_unavailable", "threads_unavailable"):
         assert not _has_issue(hass, issue_id), issue_id
     await _assert_nothing_lost(hass, entry, openai_server, first.conversation_id, [SPARE_KEY])
@@ -395,7 +375,7 @@ async def test_disk_full_while_running(
     assert "full" in _issue_text(hass, "threads_unavailable")
 
     await hass.async_add_executor_job(filler.unlink)
-    await _healed(hass)
+    await wait_until_healed(hass)
     assert not _has_issue(hass, "memory_failed")
     assert await hass.async_add_executor_job(_memory_texts, directory) >= {SPARE_KEY, GARAGE_KEY}
     await _reload(hass, config_entry)
@@ -456,10 +436,10 @@ async def test_read_only_memory_file(
     assert SPARE_KEY in prompt_text(openai_server.requests[-2])
     assert "readonly" in _issue_text(hass, "memory_failed")
     assert not _has_issue(hass, "threads_unavailable")
-    assert _down(hass) == {"memory"}
+    assert storage_down(hass) == {"memory"}
 
     await hass.async_add_executor_job(mounts.unmount, memory_file)
-    await _healed(hass)
+    await wait_until_healed(hass)
     directory = _storage_dir(hass)
     assert await hass.async_add_executor_job(_memory_texts, directory) >= {SPARE_KEY, GARAGE_KEY}
     await _reload(hass, entry)
