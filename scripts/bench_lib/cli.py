@@ -32,6 +32,7 @@ from . import (
     hostile,
     latency,
     local_prefill,
+    outage,
     plot,
     prompt,
     reloads,
@@ -56,6 +57,7 @@ FIGURES = {
     "local_prefill": 10,
     "tokens": 11,
     "reloads": 12,
+    "outage": 13,
 }
 # The order figures run in: in-process ones first, the fresh processes last.
 RUN_ORDER = (
@@ -66,6 +68,7 @@ RUN_ORDER = (
     "concurrency",
     "hostile",
     "storage",
+    "outage",
     "fresh",
     "reloads",
 )
@@ -143,6 +146,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
         "storage": storage.measure,
         "fresh": lambda bench: fresh.measure(bench, figures),
         "reloads": reloads.measure,
+        "outage": outage.measure,
     }
     wanted = {
         "latency": bool(figures & set(latency.NEEDS)),
@@ -154,6 +158,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
         "storage": "storage" in figures,
         "fresh": bool(figures & {"setup", "memory"}),
         "reloads": "reloads" in figures,
+        "outage": "outage" in figures,
     }
     return {name: steps[name] for name in RUN_ORDER if wanted[name]}
 
@@ -168,6 +173,7 @@ STEP_FIGURES = {
     "storage": (5, "storage"),
     "fresh": (3, "setup and memory (fresh processes)"),
     "reloads": (12, "memory over entry reloads (fresh processes)"),
+    "outage": (13, "a PostgreSQL outage while running"),
 }
 
 
