@@ -28,6 +28,9 @@ from custom_components.langgraph_conversation.const import (
     STORAGE_POSTGRES,
     SUBENTRY_CONVERSATION,
 )
+from custom_components.langgraph_conversation.diagnostics import (
+    async_get_config_entry_diagnostics,
+)
 from fakes import FakeOpenAIServer, ToolCall
 from fakes.postgres_server import (
     APP_PASSWORD,
@@ -152,6 +155,14 @@ async def test_postgres_stopped_and_started_heals_without_a_reload(
     await hass.async_add_executor_job(stoppable_postgres.resume)
     await wait_until_healed(hass)
     assert ir.async_get(hass).async_get_issue(DOMAIN, "postgres_unavailable") is None
+    diagnostics = await async_get_config_entry_diagnostics(hass, entry)
+    health = diagnostics["storage"]["health"]["database"]
+    assert health["state"] == "up"
+    assert health["outages"] == 1
+    assert health["failed_at"] < health["recovered_at"]
+    assert health["written_back"]["conversations"] == len(names)
+    assert health["written_back"]["memory_writes"] == 1
+    assert APP_PASSWORD not in json.dumps(diagnostics)
     # The next turn goes to the database itself.
     await house.turn("garden", "Back in the garden.")
 
