@@ -107,7 +107,7 @@ async def test_meaning_without_shared_words_is_recalled_with_pgvector(
     assert MEMORY in prompt_text(openai_server.requests[-1])
     embedded = [text for body in openai_server.embedding_requests for text in body["input"]]
     assert MEMORY in embedded
-    stats = await hass.data[DATA_STORAGE].memory.stats()
+    stats = await hass.data[DATA_STORAGE].backend.store.stats()
     assert stats["vector_index"] is True
     assert stats["vector_problem"] is None
 
@@ -140,7 +140,7 @@ async def test_without_pgvector_memories_are_found_by_words_only(
         assert MEMORY not in prompt_text(openai_server.requests[-1])
 
     expected = "pgvector_not_allowed" if postgres_server.has_vector else "pgvector_not_installed"
-    stats = await hass.data[DATA_STORAGE].memory.stats()
+    stats = await hass.data[DATA_STORAGE].backend.store.stats()
     assert (stats["vector_index"], stats["vector_problem"]) == (False, expected)
     said = [r for r in caplog.records if "searched by their words only" in r.message]
     assert len(said) == 1
@@ -166,7 +166,7 @@ async def test_embedding_server_down_words_still_find_memories(
     _require_pgvector(postgres_server)
     openai_server.embed_text = _meaningful
     await _use(hass, setup_integration, postgres_url, **{CONF_EMBEDDING_MODEL: EMBEDDING_MODEL})
-    assert (await hass.data[DATA_STORAGE].memory.stats())["vector_index"] is True
+    assert (await hass.data[DATA_STORAGE].backend.store.stats())["vector_index"] is True
     openai_server.embedding_error = ErrorReply(status=500, message="embedding backend down")
     with caplog.at_level(logging.WARNING):
         assert '"saved"' in await _remember(hass, setup_integration, openai_server)
@@ -175,7 +175,7 @@ async def test_embedding_server_down_words_still_find_memories(
         assert MEMORY in prompt_text(openai_server.requests[-1])
     failures = [r for r in caplog.records if "searching memories by their words" in r.message]
     assert len(failures) == 1
-    assert (await hass.data[DATA_STORAGE].memory.stats())["items"] == 1
+    assert (await hass.data[DATA_STORAGE].backend.store.stats())["items"] == 1
 
     # The model is back; a reload (a new embedder, without the failure's pause) gives the
     # memory its vector in the background, and meaning finds it again.

@@ -16,7 +16,7 @@ from homeassistant.helpers import issue_registry as ir
 from homeassistant.setup import async_setup_component
 
 from ...conftest import agent_entity_id
-from ...helpers import messages_of, text_of
+from ...helpers import messages_of, storage_down, text_of, wait_until_healed
 from ...postgres import BOTH_BACKENDS
 
 
@@ -145,10 +145,12 @@ async def test_a_forgotten_memory_is_not_sent_again_from_earlier_notes(
     assert "Forget where the spare key is" in users
 
 
-async def test_unusable_memory_file_raises_a_repair_and_the_agent_answers(
+async def test_unusable_memory_file_raises_a_repair_and_heals_by_itself(
     hass: HomeAssistant, config_entry: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
-    """A memory path that cannot be opened: repair issue, answers without memory."""
+    """A memory path that cannot be opened: repair issue, the agent answers and saves a
+    memory meanwhile; once the path is usable the file opens by itself, holds that memory,
+    and the issue is gone."""
     # A directory where the database file should be makes SQLite fail to open it.
     blocker = Path(hass.config.path("langgraph_conversation", "memory.db"))
     await hass.async_add_executor_job(lambda: blocker.mkdir(parents=True))
@@ -159,11 +161,20 @@ async def test_unusable_memory_file_raises_a_repair_and_the_agent_answers(
     issue = ir.async_get(hass).async_get_issue("langgraph_conversation", "memory_unavailable")
     assert issue is not None
     assert issue.translation_key == "memory_unavailable"
-    openai_server.add_text("Still answering.")
-    result = await _ask(hass, config_entry, "Hello", None)
-    assert result.response.speech["plain"]["speech"] == "Still answering."
-    offered = {tool["function"]["name"] for tool in openai_server.requests[0]["tools"]}
-    assert "memory" not in offered
+    assert storage_down(hass) == {"memory"}
+    openai_server.add_tool_calls(
+        [ToolCall("memory", {"action": "remember", "text": "The boiler is serviced in May"})]
+    )
+    openai_server.add_text("Noted.")
+    result = await _ask(hass, config_entry, "Remember: the boiler is serviced in May", None)
+    assert result.response.speech["plain"]["speech"] == "Noted."
+    assert '"saved"' in text_of(messages_of(openai_server.requests[-1], "tool")[-1])
+
+    await hass.async_add_executor_job(blocker.rmdir)
+    await wait_until_healed(hass)
+    assert not ir.async_get(hass).async_get_issue("langgraph_conversation", "memory_unavailable")
+    stored = await hass.data[DATA_STORAGE].backend.store.asearch(("memories",), limit=10)
+    assert [item.value["text"] for item in stored] == ["The boiler is serviced in May"]
 
 
 async def test_entries_share_one_memory_file(

@@ -323,6 +323,8 @@ async def retrieve_knowledge(state: AgentState, runtime: Runtime[TurnContext]) -
     except Exception:
         _LOGGER.exception("Could not search the documents of %s", context.knowledge.source.agent)
         return {"knowledge": None}
+    if passages is None:
+        return {"knowledge": None}
     for flagged in passage_flags(passages):
         context.emit(flagged)
     return {"knowledge": [{"source": p.source, "text": p.text} for p in passages]}

@@ -33,14 +33,9 @@ class _Recording:
         self.put_rows: list[LinkRow] = []
         self.forgotten: list[str] = []
 
-    def thread_of(self, agent_id: str, party: str, conversation_id: str) -> str | None:
-        return self._table.thread_of(agent_id, party, conversation_id)
-
-    def latest_thread(self, agent_id: str, party: str, since: float) -> str | None:
-        return self._table.latest_thread(agent_id, party, since)
-
-    def used_by_others(self, agent_id: str, conversation_id: str, party: str) -> bool:
-        return self._table.used_by_others(agent_id, conversation_id, party)
+    def __getattr__(self, name: str) -> Any:
+        # Every read of the table passes through unchanged (only writes are noted).
+        return getattr(self._table, name)
 
     def put(
         self, agent_id: str, party: str, conversation_id: str, thread_id: str, now: float
@@ -52,8 +47,6 @@ class _Recording:
         self._table.forget_thread(thread_id)
         self.forgotten.append(thread_id)
 
-    def all_rows(self) -> list[LinkRow]:
-        return self._table.all_rows()
 
 
 class HealingLinks:

@@ -60,6 +60,13 @@ class HealingStore(BaseStore):
     def _primary(self) -> BaseStore | None:
         return self._source() if self._health.up else None
 
+    @property
+    def complete_reads(self) -> bool:
+        """Whether a read sees everything stored: the database is up, or it still answers
+        reads. False tells a reader that "nothing found" may be untrue (the agents'
+        document search then says the documents cannot be searched)."""
+        return self._health.up or (self._health.reads_while_down and self._source() is not None)
+
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """`name` on the database's store while up; on the memory side when down (a
         write also kept for the write-back)."""
