@@ -48,7 +48,6 @@ class _Recording:
         self.forgotten.append(thread_id)
 
 
-
 class HealingLinks:
     """ConversationLinks over the database's, with an in-memory table as the way on."""
 
