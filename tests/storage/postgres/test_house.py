@@ -94,6 +94,21 @@ async def test_checkpoints_kept_and_idle_threads(postgres_url: str) -> None:
         await storage.aclose()
 
 
+async def test_a_thread_no_link_points_at(postgres_url: str) -> None:
+    """Unlinked (a thread a copy brought from a threads.db written before the links):
+    checkpoints and no link; a link, or no checkpoint, makes it not so."""
+    storage = await PostgresStorage.open(postgres_url)
+    try:
+        config = {"configurable": {"thread_id": "agent:conversation", "checkpoint_ns": ""}}
+        await storage.saver.aput(config, empty_checkpoint(), {"step": 0}, {})
+        assert await storage.links.read(lambda t: t.has_unlinked_thread("agent:conversation"))
+        assert not await storage.links.read(lambda t: t.has_unlinked_thread("agent:other"))
+        await storage.links.write(lambda t: t.put("agent", "p", "c", "agent:conversation", 1.0))
+        assert not await storage.links.read(lambda t: t.has_unlinked_thread("agent:conversation"))
+    finally:
+        await storage.aclose()
+
+
 # -- vectors: LangGraph's index fed by an embedding function, with words beside it ------
 
 _TOPICS = ("tea", "coffee", "dog", "bike")

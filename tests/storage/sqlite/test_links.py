@@ -6,7 +6,9 @@ import asyncio
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 import itertools
+import logging
 from pathlib import Path
+import shutil
 import sqlite3
 
 import pytest
@@ -24,6 +26,7 @@ from custom_components.langgraph_conversation.storage.sqlite.checkpointer import
 )
 from custom_components.langgraph_conversation.storage.sqlite.links import SqliteLinkStore
 
+from ...agent.memory.earlier_release import AGENT_ID, CHOSEN_ID, FIXTURE, ISSUED_ID
 from .test_checkpointer import put_checkpoint
 
 
@@ -141,3 +144,50 @@ def test_party_keys_cannot_be_forged() -> None:
     assert Party(device='x","a').key != Party(device="x", user="a").key
     assert Party().key == "nobody"
     assert ":" not in Party(device="a:b", user="c:d").key
+
+
+async def test_a_thread_no_link_points_at(saver: SqliteCheckpointSaver) -> None:
+    """Unlinked: checkpoints and no link; a link (or no checkpoint) makes it not so."""
+    store = SqliteLinkStore(saver.database)
+    await put_checkpoint(saver, "agent:conversation")
+    assert await store.read(lambda t: t.has_unlinked_thread("agent:conversation"))
+    assert not await store.read(lambda t: t.has_unlinked_thread("agent:other"))
+    await store.write(lambda t: t.put("agent", "p", "c", "agent:conversation", 1.0))
+    assert not await store.read(lambda t: t.has_unlinked_thread("agent:conversation"))
+
+
+async def test_the_earlier_releases_threads_under_the_rule(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The threads.db the release before the links wrote (schema 1): its thread of an
+    id Home Assistant issued goes to the first party that brings the id back (as the id
+    Home Assistant replaced), and only to them; its thread of an id the client chose
+    goes to nobody, with a warning, and stays."""
+    path = tmp_path / "threads.db"
+    await asyncio.to_thread(shutil.copyfile, FIXTURE, path)
+    saver = await SqliteCheckpointSaver.open(path)
+    store = SqliteLinkStore(saver.database)
+    earlier = f"{AGENT_ID}:{ISSUED_ID}"
+    owner, other = Party(user="a"), Party(device="x")
+    try:
+
+        def came_back(party: Party, now: float):
+            request = ThreadRequest(AGENT_ID, f"new-{now}", party, replaced_id=ISSUED_ID)
+            return lambda table: choose_thread(table, request, now)
+
+        claimed = await store.write(came_back(owner, 1.0))
+        assert (claimed.thread_id, claimed.linked) == (earlier, True)
+        assert await store.read(lambda t: find_thread(t, AGENT_ID, ISSUED_ID, owner)) == earlier
+        refused = await store.write(came_back(other, 2.0))
+        assert refused.thread_id == thread_id_for(AGENT_ID, "new-2.0", other)
+        assert (await store.write(came_back(owner, 3.0))).thread_id == earlier
+
+        with caplog.at_level(logging.WARNING):
+            chosen = await store.write(
+                lambda t: choose_thread(t, ThreadRequest(AGENT_ID, CHOSEN_ID, owner), 4.0)
+            )
+        assert chosen.thread_id == thread_id_for(AGENT_ID, CHOSEN_ID, owner)
+        assert "not continued" in caplog.text
+        assert await store.read(lambda t: t.has_unlinked_thread(f"{AGENT_ID}:{CHOSEN_ID}"))
+    finally:
+        await saver.aclose()

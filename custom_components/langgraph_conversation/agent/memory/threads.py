@@ -18,6 +18,16 @@ that conversation's thread, for the same party only.
 Links (conversation → thread) are rows of a small table, kept in threads.db next to the
 threads (storage/sqlite/links.py) or in memory when that file is unavailable; the rule lives
 here, as plain functions over that table, so it runs whole inside one transaction.
+
+Threads from before conversations had owners (the release before the rework, commit
+446498e, and older) are keyed by agent and conversation id alone, and record nobody: no
+user, no device, in their checkpoints, messages or metadata. Whose one is can only be told
+by who knows its conversation id. One that Home Assistant issued went to the client that
+asked, and to nobody else; after the update's restart Home Assistant no longer knows it
+and issues a new one, so it comes back as the replaced id. The first party to bring it back
+continues that thread, which is linked to them from then on (so nobody else can). An id a
+client chose itself could have been sent by anybody: such a thread is not continued, a
+warning says so when its id comes back, and it stays stored until it expires.
 """
 
 from __future__ import annotations
@@ -27,10 +37,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 import hashlib
 import json
+import logging
+import re
 from typing import Protocol
+
+_LOGGER = logging.getLogger(__name__)
 
 # The party of a turn without device or user (automations, scripts).
 NOBODY = "nobody"
+
+# The form of the conversation ids Home Assistant issues: ULIDs, 26 characters of
+# Crockford's base32 whose first is at most 7. Home Assistant never adopts a client's id
+# of this form (it issues a new one instead), so an id of this form was issued by it.
+_ISSUED_ID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +79,11 @@ def thread_id_for(agent_id: str, conversation_id: str, party: Party) -> str:
     conversation id holds.
     """
     return f"{agent_id}:{party.key}:{conversation_id}"
+
+
+def earlier_thread_id(agent_id: str, conversation_id: str) -> str:
+    """The thread id the release before conversations had owners gave a conversation."""
+    return f"{agent_id}:{conversation_id}"
 
 
 def continue_window(
@@ -124,6 +148,10 @@ class LinkTable(Protocol):
     def forget_thread(self, thread_id: str) -> None:
         """Remove every link to a thread (it was deleted)."""
 
+    def has_unlinked_thread(self, thread_id: str) -> bool:
+        """Whether the thread has checkpoints and no link points at it (one written by a
+        release before the links, nobody has continued since)."""
+
 
 class LinkStore(Protocol):
     """Runs a function over the link table in one transaction."""
@@ -142,15 +170,48 @@ def choose_thread(table: LinkTable, request: ThreadRequest, now: float) -> Threa
     thread_id = table.thread_of(agent, party, conversation)
     linked = False
     if thread_id is None and request.replaced_id:
-        thread_id = table.thread_of(agent, party, request.replaced_id)
+        thread_id = table.thread_of(agent, party, request.replaced_id) or _claim_earlier_thread(
+            table, request, now
+        )
         linked = thread_id is not None
     if thread_id is None and request.window is not None:
         thread_id = table.latest_thread(agent, party, now - request.window)
         linked = thread_id is not None
     if thread_id is None:
+        _warn_of_an_ownerless_thread(table, agent, conversation)
         thread_id = thread_id_for(agent, conversation, request.party)
     table.put(agent, party, conversation, thread_id, now)
     return ThreadChoice(thread_id, shared=shared, linked=linked)
+
+
+def _claim_earlier_thread(table: LinkTable, request: ThreadRequest, now: float) -> str | None:
+    """The earlier release's thread of the id Home Assistant replaced, if nobody has
+    continued it yet: from now on it is this party's (see the module's docstring)."""
+    replaced = request.replaced_id
+    if replaced is None or not _ISSUED_ID.fullmatch(replaced):
+        return None
+    thread_id = earlier_thread_id(request.agent_id, replaced)
+    if not table.has_unlinked_thread(thread_id):
+        return None
+    # The link makes the claim: a thread a link points at is nobody else's to claim.
+    table.put(request.agent_id, request.party.key, replaced, thread_id, now)
+    _LOGGER.info("Conversation %s from before the update continues", replaced)
+    return thread_id
+
+
+def _warn_of_an_ownerless_thread(table: LinkTable, agent_id: str, conversation_id: str) -> None:
+    """Say so when a conversation id a client chose comes back to an earlier release's
+    thread: whose it is cannot be told, so it is not continued (nor deleted)."""
+    if _ISSUED_ID.fullmatch(conversation_id):
+        return  # Home Assistant's own id, issued for this very turn or known to it
+    if table.has_unlinked_thread(earlier_thread_id(agent_id, conversation_id)):
+        _LOGGER.warning(
+            "Conversation %r was held before the update, when conversations had no owner. "
+            "Its id was chosen by the client, so anybody could have sent it and whose it is "
+            "cannot be told: it is not continued, a new one starts. The earlier one stays "
+            "stored until it is idle for the days set to delete conversations",
+            conversation_id,
+        )
 
 
 def find_thread(table: LinkTable, agent_id: str, conversation_id: str, party: Party) -> str:
@@ -210,6 +271,10 @@ class MemoryLinkTable:
     def forget_thread(self, thread_id: str) -> None:
         for key in [key for key, row in self._rows.items() if row[0] == thread_id]:
             del self._rows[key]
+
+    def has_unlinked_thread(self, thread_id: str) -> bool:
+        """Never: threads kept in memory were all chosen through this table."""
+        return False
 
 
 class MemoryLinkStore:

@@ -606,6 +606,16 @@ class _LinkTable:
     def forget_thread(self, thread_id: str) -> None:
         self._connection.execute(f"DELETE FROM {LINKS_TABLE} WHERE thread_id = %s", (thread_id,))
 
+    def has_unlinked_thread(self, thread_id: str) -> bool:
+        """Whether the thread has checkpoints and no link points at it: one a copy
+        (migrate_storage) brought from a threads.db written before the links."""
+        row = self._one(
+            "SELECT 1 AS found FROM checkpoints WHERE thread_id = %s"
+            f" AND NOT EXISTS (SELECT 1 FROM {LINKS_TABLE} WHERE thread_id = %s) LIMIT 1",
+            (thread_id, thread_id),
+        )
+        return row is not None
+
     def all_rows(self) -> list[tuple[str, str, str, str, float]]:
         """Every link as (agent, party, conversation id, thread id, last used), for a copy."""
         rows = self._connection.execute(

@@ -3,7 +3,9 @@
 One row per conversation id a party used with an agent, pointing at the thread it
 continues (its own, or an older one it was linked to), with the time of its last use.
 The table lives in the threads' file, so links survive restarts and reloads, and a
-deleted thread takes its links along in the same transaction (checkpointer.py).
+deleted thread takes its links along in the same transaction (checkpointer.py). A thread
+no link points at was written before the links (schema 1, by the release before
+conversations had owners): agent/memory/threads.py decides who may continue it.
 
 This module only stores and finds rows; which thread a turn continues is decided by
 the caller's function, run whole inside one transaction on the file's thread.
@@ -94,6 +96,16 @@ class SqliteLinkTable:
 
     def forget_thread(self, thread_id: str) -> None:
         delete_links_of_threads(self._connection, [thread_id])
+
+    def has_unlinked_thread(self, thread_id: str) -> bool:
+        """Whether the thread has checkpoints and no link points at it (both lookups go
+        by an index: the checkpoints' key starts with the thread id)."""
+        row = self._connection.execute(
+            "SELECT 1 FROM checkpoints WHERE thread_id = ?1"
+            f" AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE thread_id = ?1) LIMIT 1",
+            (thread_id,),
+        ).fetchone()
+        return row is not None
 
     def all_rows(self) -> list[tuple[str, str, str, str, float]]:
         """Every link as (agent, party, conversation id, thread id, last used), for a copy."""

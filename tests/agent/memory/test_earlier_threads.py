@@ -1,0 +1,214 @@
+"""Conversations held before conversations had owners continue after the update (#31).
+
+Home Assistant runs over the threads.db the release before the rework (commit 446498e)
+wrote with its own code (earlier_release.py): a conversation whose id Home Assistant had
+issued continues for the first party that brings the id back, and for nobody else; one
+whose id a client chose is continued by nobody, and stays stored. Every case asserts on
+what reached the fake model server.
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+import json
+import logging
+from pathlib import Path
+import shutil
+import sqlite3
+from typing import Any
+
+import pytest
+from pytest_homeassistant_custom_component.common import MockConfigEntry, MockUser
+
+from custom_components.langgraph_conversation.const import (
+    CONF_API_BASE,
+    CONF_API_KEY,
+    CONF_MODEL,
+    CONF_THREAD_IDLE_DAYS,
+    DOMAIN,
+    SUBENTRY_CONVERSATION,
+    THREADS_FILE,
+)
+from fakes import FakeOpenAIServer
+from homeassistant.components import conversation
+from homeassistant.config_entries import ConfigSubentryData
+from homeassistant.core import Context, HomeAssistant
+
+from ...conftest import TEST_KEY, TEST_MODEL, agent_entity_id
+from .earlier_release import (
+    AGENT_ID,
+    CHOSEN_ANSWER,
+    CHOSEN_ID,
+    CHOSEN_REQUEST,
+    FIXTURE,
+    ISSUED_ANSWER,
+    ISSUED_ID,
+    ISSUED_REQUEST,
+    ISSUED_TOOL_ARGUMENT,
+)
+
+ISSUED_MARKS = (ISSUED_REQUEST, ISSUED_TOOL_ARGUMENT, ISSUED_ANSWER)
+
+
+@pytest.fixture
+def config_entry(
+    hass: HomeAssistant, openai_server: FakeOpenAIServer, agent_options: dict[str, Any]
+) -> MockConfigEntry:
+    """The agent the earlier conversations were held with (the same subentry id), over
+    the threads.db the earlier release wrote. Conversations are kept however long idle:
+    the file's conversations date from when it was written."""
+    folder = Path(hass.config.path(DOMAIN))
+    folder.mkdir()
+    shutil.copyfile(FIXTURE, folder / THREADS_FILE)
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        title=f"openai/{TEST_MODEL}",
+        data={
+            CONF_MODEL: f"openai/{TEST_MODEL}",
+            CONF_API_KEY: TEST_KEY,
+            CONF_API_BASE: openai_server.api_base,
+        },
+        options={CONF_THREAD_IDLE_DAYS: 0},
+        subentries_data=[
+            ConfigSubentryData(
+                data=agent_options,
+                subentry_id=AGENT_ID,
+                subentry_type=SUBENTRY_CONVERSATION,
+                title="Test agent",
+                unique_id=None,
+            )
+        ],
+    )
+    entry.add_to_hass(hass)
+    return entry
+
+
+@pytest.fixture
+def users(hass_admin_user: MockUser, hass_read_only_user: MockUser) -> dict[str, str | None]:
+    """Two real Home Assistant users, and nobody."""
+    return {"a": hass_admin_user.id, "b": hass_read_only_user.id, "nobody": None}
+
+
+async def _say(
+    hass: HomeAssistant,
+    entry: MockConfigEntry,
+    user: str | None,
+    text: str,
+    conversation_id: str | None,
+    device_id: str | None = None,
+) -> conversation.ConversationResult:
+    return await conversation.async_converse(
+        hass,
+        text,
+        conversation_id,
+        Context(user_id=user),
+        agent_id=agent_entity_id(hass, entry),
+        device_id=device_id,
+    )
+
+
+def _last_request(server: FakeOpenAIServer) -> str:
+    return json.dumps(server.requests[-1])
+
+
+def _checkpoints_of(path: Path, thread_id: str) -> int:
+    with closing(sqlite3.connect(path)) as connection:
+        (count,) = connection.execute(
+            "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
+    return count
+
+
+async def test_a_conversation_from_before_the_update_continues(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    users: dict[str, str | None],
+) -> None:
+    """The client brings back the id Home Assistant gave it before the update: the
+    conversation goes on from the earlier release's thread (its request, tool call and
+    answer), also on the new id, and the export of the old id holds it whole."""
+    result = await _say(hass, setup_integration, users["a"], "Turn them off again", ISSUED_ID)
+    # Home Assistant no longer knows the id after the restart and issued a new one.
+    assert result.conversation_id != ISSUED_ID
+    sent = openai_server.requests[-1]["messages"]
+    assert [m["role"] for m in sent if m["role"] != "system"] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert all(mark in _last_request(openai_server) for mark in ISSUED_MARKS)
+
+    await _say(hass, setup_integration, users["a"], "And the hallway", result.conversation_id)
+    request = _last_request(openai_server)
+    assert ISSUED_REQUEST in request
+    assert "Turn them off again" in request
+
+    exported = await hass.services.async_call(
+        DOMAIN,
+        "export_thread",
+        {"agent": agent_entity_id(hass, setup_integration), "conversation_id": ISSUED_ID},
+        blocking=True,
+        context=Context(user_id=users["a"]),
+        return_response=True,
+    )
+    contents = [message["content"] for message in exported["messages"]]
+    assert contents[0] == ISSUED_REQUEST
+    assert "And the hallway" in contents
+
+
+@pytest.mark.parametrize(
+    ("user", "device"),
+    [("b", None), ("nobody", None), ("nobody", "satellite-x"), ("a", "satellite-x")],
+)
+async def test_once_continued_it_is_nobody_elses(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    users: dict[str, str | None],
+    user: str,
+    device: str | None,
+) -> None:
+    """After user a continued it, another party bringing the same id gets a fresh
+    conversation, and a's next turn on it still holds a's conversation."""
+    await _say(hass, setup_integration, users["a"], "Turn them off again", ISSUED_ID)
+    await _say(hass, setup_integration, users[user], "What was said?", ISSUED_ID, device)
+    assert not any(mark in _last_request(openai_server) for mark in ISSUED_MARKS)
+    await _say(hass, setup_integration, users["a"], "And now?", ISSUED_ID)
+    assert ISSUED_REQUEST in _last_request(openai_server)
+
+
+@pytest.mark.parametrize(
+    ("user", "device"), [("a", None), ("b", None), ("nobody", None), ("nobody", "satellite-x")]
+)
+async def test_a_conversation_whose_owner_cannot_be_told_is_nobodys(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    users: dict[str, str | None],
+    caplog: pytest.LogCaptureFixture,
+    user: str,
+    device: str | None,
+) -> None:
+    """A conversation id the client chose could have come from anybody: whoever sends it
+    after the update (even the user who held it) starts fresh, a warning says why, and
+    the earlier conversation stays in threads.db."""
+    with caplog.at_level(logging.WARNING):
+        await _say(hass, setup_integration, users[user], "What is our PIN hint?", CHOSEN_ID, device)
+    request = _last_request(openai_server)
+    assert CHOSEN_REQUEST not in request
+    assert CHOSEN_ANSWER not in request
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(repr(CHOSEN_ID) in w and "not continued" in w for w in warnings), warnings
+
+    path = Path(hass.config.path(DOMAIN, THREADS_FILE))
+    earlier = f"{AGENT_ID}:{CHOSEN_ID}"
+    assert await hass.async_add_executor_job(_checkpoints_of, path, earlier) > 0
+    # The same party's next turn continues its own new conversation, without a warning.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        await _say(hass, setup_integration, users[user], "Anything else?", CHOSEN_ID, device)
+    assert "What is our PIN hint?" in _last_request(openai_server)
+    assert not [r for r in caplog.records if "not continued" in r.getMessage()]
