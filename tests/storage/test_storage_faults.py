@@ -334,6 +334,31 @@ async def test_files_locked_by_another_program_at_start(
     assert ("assistant", "Hello without my files.") in _history(openai_server.requests[-1])
 
 
+async def test_closing_during_a_fault_says_what_was_not_written(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Home Assistant stops while the files are locked: what was said meanwhile lives in
+    memory only, and the log says how much of it ends there."""
+    entry = setup_integration
+    directory = _storage_dir(hass)
+    locker = await hass.async_add_executor_job(
+        _lock, [directory / "memory.db", directory / "threads.db"]
+    )
+    try:
+        await _remember(hass, entry, openai_server, GARAGE_KEY)
+        assert storage_down(hass) == {"conversations", "memory"}
+        assert await hass.config_entries.async_unload(entry.entry_id)
+    finally:
+        await hass.async_add_executor_job(_unlock, locker)
+    closing = [r.message for r in caplog.records if "could not be written" in r.message]
+    assert len(closing) == 1
+    assert "1 conversations" in closing[0]
+    assert "1 memory writes" in closing[0]
+
+
 # -- disk full -------------------------------------------------------------------------
 
 

@@ -164,6 +164,10 @@ class HealingLinks:
             raise
         return {"conversation_links": len(rows)}
 
+    def pending(self) -> int:
+        """Links put or forgotten in memory and not yet written back."""
+        return len(self._put) + len(self._forgotten)
+
     def _reset(self) -> None:
         self._aside = None
         self._put = {}
@@ -224,6 +228,10 @@ class HealingRatings:
                 del self._aside[key]
             written += 1
         return {"ratings": written}
+
+    def pending(self) -> int:
+        """Ratings given in memory and not yet written back."""
+        return len(self._aside)
 
     def _reset(self) -> None:
         self._aside = {}

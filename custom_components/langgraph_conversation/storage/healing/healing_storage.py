@@ -9,6 +9,7 @@ the conversations' and the memories' (the same object for PostgreSQL).
 from __future__ import annotations
 
 from collections.abc import Callable
+import logging
 from typing import Any
 
 from ..backend import ConversationLinks, StorageBackend
@@ -16,6 +17,8 @@ from .beside import HealingLinks, HealingRatings
 from .health import StorageHealth
 from .saver import HealingSaver
 from .store import HealingStore
+
+_LOGGER = logging.getLogger(__name__)
 
 
 class HealingStorage:
@@ -68,6 +71,18 @@ class HealingStorage:
         }
 
     async def aclose(self) -> None:
-        """Stop every retry."""
+        """Stop every retry; what is still waiting for its database is said in the log
+        (it lives in memory only and ends here)."""
         for health in self.healths:
             await health.aclose()
+        parts = {
+            "conversations": self.saver.pending(),
+            "conversation links": self.links.pending(),
+            "ratings": self.ratings.pending(),
+            "memory writes": self.store.pending(),
+        }
+        if waiting := {part: count for part, count in parts.items() if count}:
+            _LOGGER.warning(
+                "Closing while the storage is down: %s said meanwhile could not be written",
+                ", ".join(f"{count} {part}" for part, count in waiting.items()),
+            )

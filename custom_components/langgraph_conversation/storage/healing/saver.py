@@ -444,6 +444,10 @@ class HealingSaver(BaseCheckpointSaver):
         counts.threads_copied += 1
         return True
 
+    def pending(self) -> int:
+        """Conversations written or deleted in memory and not yet written back."""
+        return len(self._sides.dirty) + len(self._sides.deleted)
+
     def _reset(self) -> None:
         """The database holds everything again: the memory side starts empty."""
         sides = self._sides

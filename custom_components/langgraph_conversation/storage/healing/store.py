@@ -186,6 +186,10 @@ class HealingStore(BaseStore):
             written += 1
         return {"memory_writes": written}
 
+    def pending(self) -> int:
+        """Memory writes kept in memory and not yet written back."""
+        return len(self._writes)
+
     def _reset(self) -> None:
         self._aside = InMemoryStore()
         self._writes.clear()
