@@ -597,12 +597,27 @@ def _file_changed(hass: HomeAssistant, part: str, error: BaseException | None) -
 def _postgres_changed(
     hass: HomeAssistant, shared: SharedStorage, error: BaseException | None
 ) -> None:
-    """PostgreSQL failed in use (a repair issue, without the password), or works again."""
+    """PostgreSQL failed in use (a repair issue, without the password), or works again.
+
+    A failed database is closed (its pool would otherwise keep reconnecting, and logging
+    each attempt, for minutes, then give up) and opened anew by the retries.
+    """
     if error is None:
         ir.async_delete_issue(hass, DOMAIN, POSTGRES_ISSUE)
         return
-    backend = shared.backend
+    backend, shared.backend = shared.backend, None
     _report_postgres(hass, "failed", backend.describe(error) if backend else str(error))
+    if backend is not None:
+        hass.async_create_background_task(
+            _async_close_failed(backend), f"{DOMAIN} close failed PostgreSQL"
+        )
+
+
+async def _async_close_failed(backend: StorageBackend) -> None:
+    try:
+        await backend.aclose()
+    except Exception as err:  # noqa: BLE001  a dead server may fail the goodbye too
+        _LOGGER.debug("Closing the failed PostgreSQL storage: %s", err)
 
 
 def _needs_reopening(database: SqliteDatabase) -> bool:

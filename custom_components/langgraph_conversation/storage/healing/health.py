@@ -27,8 +27,11 @@ from typing import Any
 
 _LOGGER = logging.getLogger(__name__)
 
-# Seconds between attempts while the database is down; the last repeats.
-RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+# Seconds between attempts while the database is down; the last repeats. Capped at 15 s
+# so that what was said meanwhile is written back within about that long after the
+# database returns, even when nobody speaks (an attempt is one connection or one small
+# write: cheap).
+RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 15.0)
 # A turn that needs the database brings the next attempt forward, but attempts start at
 # most this often (an attempt against an unreachable host can take its connect timeout).
 NUDGE_INTERVAL = 2.0
