@@ -163,17 +163,19 @@ class RunningServer:
     def pause(self) -> None:
         """Stop the server as an administrator or a crash would (open connections are
         cut at once); its data stays for `resume`."""
-        _run(
-            [
-                str(self.server.bin_dir / "pg_ctl"),
-                "-D",
-                str(self.data),
-                "-m",
-                "immediate",
-                "-w",
-                "stop",
-            ]
-        )
+        _run(self._stop_command())
+
+    def _stop_command(self) -> list[str]:
+        """pg_ctl's immediate stop of this server (connections cut, nothing flushed)."""
+        return [
+            str(self.server.bin_dir / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-m",
+            "immediate",
+            "-w",
+            "stop",
+        ]
 
     def resume(self) -> None:
         """Start the paused server again on its port, with its data."""
@@ -184,15 +186,7 @@ class RunningServer:
         self.watchdog.send_signal(signal.SIGKILL)
         self.watchdog.wait(timeout=60)
         subprocess.run(
-            [
-                str(self.server.bin_dir / "pg_ctl"),
-                "-D",
-                str(self.data),
-                "-m",
-                "immediate",
-                "-w",
-                "stop",
-            ],
+            self._stop_command(),
             user=_server_user(),
             capture_output=True,
             check=False,

@@ -142,9 +142,15 @@ def agent_options(agent_overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def add_test_entry(
-    hass: HomeAssistant, api_base: str, agent_options: dict[str, Any]
+    hass: HomeAssistant,
+    api_base: str,
+    agent_options: dict[str, Any],
+    *,
+    options: dict[str, Any] | None = None,
+    subentry_id: str | None = None,
 ) -> MockConfigEntry:
-    """An OpenAI-compatible entry at `api_base` with one conversation agent, added to hass."""
+    """An OpenAI-compatible entry at `api_base` with one conversation agent (of
+    `subentry_id` when given), with the entry's `options`, added to hass."""
     entry = MockConfigEntry(
         domain=DOMAIN,
         title=f"openai/{TEST_MODEL}",
@@ -153,12 +159,14 @@ def add_test_entry(
             CONF_API_KEY: TEST_KEY,
             CONF_API_BASE: api_base,
         },
+        options=options or {},
         subentries_data=[
             ConfigSubentryData(
                 data=agent_options,
                 subentry_type=SUBENTRY_CONVERSATION,
                 title="Test agent",
                 unique_id=None,
+                **({"subentry_id": subentry_id} if subentry_id else {}),
             )
         ],
     )

@@ -20,6 +20,7 @@ is kept: it is the target's own, or a later one).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,13 +123,23 @@ async def _copy_checkpoints(
             found.metadata,
             dict(checkpoint["channel_versions"]),
         )
-        by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
-        for task_id, channel, value in found.pending_writes or ():
-            by_task[task_id].append((channel, value))
-        for task_id, writes in by_task.items():
-            await target.aput_writes(saved, writes, task_id)
+        await put_pending_writes(target, saved, found.pending_writes or ())
         counts.checkpoints_copied += 1
     counts.threads_copied += 1
+
+
+async def put_pending_writes(
+    target: BaseCheckpointSaver,
+    saved: dict[str, Any],
+    pending_writes: Iterable[tuple[str, str, Any]],
+) -> None:
+    """A checkpoint's pending writes (task id, channel, value) onto the checkpoint `saved`
+    (the config `aput` returned), task by task as LangGraph writes them."""
+    by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+    for task_id, channel, value in pending_writes:
+        by_task[task_id].append((channel, value))
+    for task_id, writes in by_task.items():
+        await target.aput_writes(saved, writes, task_id)
 
 
 async def copy_memories(source: BaseStore, target: BaseStore, counts: CopyCounts) -> None:

@@ -21,20 +21,15 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, MockUser
 
 from custom_components.langgraph_conversation.const import (
-    CONF_API_BASE,
-    CONF_API_KEY,
-    CONF_MODEL,
     CONF_THREAD_IDLE_DAYS,
     DOMAIN,
-    SUBENTRY_CONVERSATION,
     THREADS_FILE,
 )
 from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
-from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import Context, HomeAssistant
 
-from ...conftest import TEST_KEY, TEST_MODEL, agent_entity_id
+from ...conftest import add_test_entry, agent_entity_id
 from .earlier_release import (
     AGENT_ID,
     CHOSEN_ANSWER,
@@ -60,27 +55,13 @@ def config_entry(
     folder = Path(hass.config.path(DOMAIN))
     folder.mkdir()
     shutil.copyfile(FIXTURE, folder / THREADS_FILE)
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        title=f"openai/{TEST_MODEL}",
-        data={
-            CONF_MODEL: f"openai/{TEST_MODEL}",
-            CONF_API_KEY: TEST_KEY,
-            CONF_API_BASE: openai_server.api_base,
-        },
+    return add_test_entry(
+        hass,
+        openai_server.api_base,
+        agent_options,
         options={CONF_THREAD_IDLE_DAYS: 0},
-        subentries_data=[
-            ConfigSubentryData(
-                data=agent_options,
-                subentry_id=AGENT_ID,
-                subentry_type=SUBENTRY_CONVERSATION,
-                title="Test agent",
-                unique_id=None,
-            )
-        ],
+        subentry_id=AGENT_ID,
     )
-    entry.add_to_hass(hass)
-    return entry
 
 
 @pytest.fixture

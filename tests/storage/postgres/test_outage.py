@@ -13,20 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 import json
-from typing import Any
 
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.const import (
-    CONF_API_BASE,
-    CONF_API_KEY,
-    CONF_MODEL,
-    CONF_POSTGRES_URL,
-    CONF_STORAGE,
     DOMAIN,
-    STORAGE_POSTGRES,
-    SUBENTRY_CONVERSATION,
 )
 from custom_components.langgraph_conversation.diagnostics import (
     async_get_config_entry_diagnostics,
@@ -40,12 +32,11 @@ from fakes.postgres_server import (
     start_server,
 )
 from homeassistant.components import conversation
-from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.setup import async_setup_component
 
-from ...conftest import TEST_KEY, TEST_MODEL, agent_entity_id
+from ...conftest import agent_entity_id
 from ...helpers import messages_of, storage_down, text_of, wait_until_healed
 
 GATE_CODE = "The gate code is 4711"
@@ -53,6 +44,13 @@ GATE_CODE = "The gate code is 4711"
 BEFORE = ("kitchen", "hall")
 DURING = ("garden", "garage", "attic")
 TURNS_DURING = 20
+
+
+@pytest.fixture
+def postgres_url(stoppable_postgres: RunningServer) -> str:
+    """The entry's database (tests/postgres.py's storage_options reads this fixture): on
+    the server of this test's own."""
+    return stoppable_postgres.server.url("outage")
 
 
 @pytest.fixture
@@ -67,23 +65,6 @@ def stoppable_postgres(socket_enabled: None) -> Iterator[RunningServer]:
         yield running
     finally:
         running.stop()
-
-
-def _entry(api_base: str, agent_options: dict[str, Any], url: str) -> MockConfigEntry:
-    return MockConfigEntry(
-        domain=DOMAIN,
-        title=f"openai/{TEST_MODEL}",
-        data={CONF_MODEL: f"openai/{TEST_MODEL}", CONF_API_KEY: TEST_KEY, CONF_API_BASE: api_base},
-        options={CONF_STORAGE: STORAGE_POSTGRES, CONF_POSTGRES_URL: url},
-        subentries_data=[
-            ConfigSubentryData(
-                data=agent_options,
-                subentry_type=SUBENTRY_CONVERSATION,
-                title="Test agent",
-                unique_id=None,
-            )
-        ],
-    )
 
 
 class _Household:
@@ -121,15 +102,14 @@ class _Household:
         ]
 
 
+@pytest.mark.parametrize("config_entry", ["postgresql"], indirect=True)
 async def test_postgres_stopped_and_started_heals_without_a_reload(
     hass: HomeAssistant,
     openai_server: FakeOpenAIServer,
-    agent_options: dict[str, Any],
+    config_entry: MockConfigEntry,
     stoppable_postgres: RunningServer,
 ) -> None:
-    url = stoppable_postgres.server.url("outage")
-    entry = _entry(openai_server.api_base, agent_options, url)
-    entry.add_to_hass(hass)
+    entry = config_entry
     for component in ("homeassistant", "conversation", "intent"):
         assert await async_setup_component(hass, component, {})
     assert await hass.config_entries.async_setup(entry.entry_id)

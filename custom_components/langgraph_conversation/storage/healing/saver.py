@@ -22,7 +22,7 @@ least recently used is dropped (logged once per outage), so the newest always su
 
 from __future__ import annotations
 
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 import copy
 from dataclasses import dataclass, field
@@ -41,7 +41,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.types import INTERRUPT
 
-from ..copy import CopyCounts, copy_thread
+from ..copy import CopyCounts, copy_thread, put_pending_writes
 from .health import StorageHealth
 
 _LOGGER = logging.getLogger(__name__)
@@ -340,11 +340,7 @@ class HealingSaver(BaseCheckpointSaver):
             found.metadata,
             dict(checkpoint["channel_versions"]),
         )
-        by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
-        for task_id, channel, value in latest.writes.values():
-            by_task[task_id].append((channel, value))
-        for task_id, writes in by_task.items():
-            await self._aside.aput_writes(saved, writes, task_id)
+        await put_pending_writes(self._aside, saved, latest.writes.values())
 
     async def _read_through(self, key: _Key) -> CheckpointTuple | None:
         """The database's newest checkpoint of a conversation not remembered, where the
@@ -435,11 +431,7 @@ class HealingSaver(BaseCheckpointSaver):
         saved = await target.aput(
             base.config, checkpoint, newest.metadata, dict(checkpoint["channel_versions"])
         )
-        by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
-        for task_id, write_channel, value in newest.pending_writes or ():
-            by_task[task_id].append((write_channel, value))
-        for task_id, writes in by_task.items():
-            await target.aput_writes(saved, writes, task_id)
+        await put_pending_writes(target, saved, newest.pending_writes or ())
         counts.checkpoints_copied += 1
         counts.threads_copied += 1
         return True
