@@ -399,6 +399,9 @@ class HealingSaver(BaseCheckpointSaver):
                 target = self._clone(primary, sides.allowlist)
                 if not await self._rebased(aside, target, key, counts):
                     await copy_thread(aside, target, key[0], key[1], counts)
+                # The next outage continues from what the database holds now, not from the
+                # checkpoint remembered before this one.
+                self._remember(key, await target.aget_tuple(_thread_config(key)))
             except BaseException:
                 sides.dirty.add(key)
                 raise
