@@ -16,6 +16,11 @@ from collections.abc import Awaitable, Callable, Coroutine
 import inspect
 from typing import Any
 
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import PutOp
 
 from custom_components.langgraph_conversation.storage.healing import StorageHealth
@@ -144,3 +149,51 @@ async def wait_for(condition: Callable[[], bool], what: Callable[[], str]) -> No
 async def wait_up(health: StorageHealth) -> None:
     """Until the health is up (the write-back done)."""
     await wait_for(lambda: health.up, lambda: f"not healed: {health.as_diagnostics()}")
+
+
+def build_graph(
+    saver: BaseCheckpointSaver, *, pause: Callable[[], Awaitable[None]] | None = None
+) -> CompiledStateGraph:
+    """A turn of two steps (two checkpoints besides the input's), each adding a message
+    named after the question, so a turn's messages do not depend on the history before;
+    `pause` is awaited before the reply (a turn held in the middle)."""
+
+    async def reply(state: MessagesState) -> dict[str, Any]:
+        if pause is not None:
+            await pause()
+        asked = state["messages"][-1]
+        return {"messages": [AIMessage(id=f"{asked.id}-reply", content=f"On {asked.content}")]}
+
+    def follow_up(state: MessagesState) -> dict[str, Any]:
+        asked = state["messages"][-2]
+        return {"messages": [AIMessage(id=f"{asked.id}-more", content="Anything else?")]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("reply", reply)
+    graph.add_node("follow_up", follow_up)
+    graph.add_edge(START, "reply")
+    graph.add_edge("reply", "follow_up")
+    graph.add_edge("follow_up", END)
+    return graph.compile(checkpointer=saver)
+
+
+def question(thread: str, number: int) -> dict[str, Any]:
+    """A turn's input: the question's id names its conversation and number."""
+    return {"messages": [HumanMessage(id=f"{thread}-{number}", content=f"q{number}")]}
+
+
+def config_of(thread: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def turn_ids(thread: str, *numbers: int) -> list[str]:
+    """The message ids the turns `numbers` leave in a conversation, in order."""
+    return [f"{thread}-{n}{suffix}" for n in numbers for suffix in ("", "-reply", "-more")]
+
+
+async def newest_messages(saver: BaseCheckpointSaver, thread: str) -> list[tuple[str, str]]:
+    """(id, text) of each message of the conversation's newest checkpoint."""
+    found = await saver.aget_tuple(config_of(thread))
+    if found is None:
+        return []
+    return [(m.id, m.content) for m in found.checkpoint["channel_values"].get("messages", [])]

@@ -20,48 +20,27 @@ from dataclasses import dataclass, field
 import itertools
 from pathlib import Path
 import random
-from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 import pytest
 
 from custom_components.langgraph_conversation.storage.healing.saver import HealingSaver
 from custom_components.langgraph_conversation.storage.sqlite import SqliteCheckpointSaver
 
-from . import Switch, Switched, new_health, wait_up
+from . import (
+    Switch,
+    Switched,
+    build_graph,
+    config_of,
+    new_health,
+    newest_messages,
+    question,
+    wait_up,
+)
 
 THREADS = ("kitchen", "garage", "porch", "attic")
 SEEDS_PER_BLOCK = 10
 BLOCKS = 10  # 100 seeds for each kind of outage
-
-
-def build_graph(saver: BaseCheckpointSaver) -> CompiledStateGraph:
-    """Two steps per turn (two checkpoints besides the input's), each adding a message
-    named after the question, so a turn's messages do not depend on the history before."""
-
-    def reply(state: MessagesState) -> dict[str, Any]:
-        asked = state["messages"][-1]
-        return {"messages": [AIMessage(id=f"{asked.id}-reply", content=f"On {asked.content}")]}
-
-    def follow_up(state: MessagesState) -> dict[str, Any]:
-        asked = state["messages"][-2]
-        return {"messages": [AIMessage(id=f"{asked.id}-more", content="Anything else?")]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("reply", reply)
-    graph.add_node("follow_up", follow_up)
-    graph.add_edge(START, "reply")
-    graph.add_edge("reply", "follow_up")
-    graph.add_edge("follow_up", END)
-    return graph.compile(checkpointer=saver)
-
-
-def config_of(thread: str) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
 
 @dataclass
@@ -88,13 +67,6 @@ class Healing:
         calls = rng.randint(1, 12)
         self.switch.fail_after(calls, read_only=self.reads_while_down)
         return f"down at call {calls}"
-
-
-async def newest_messages(saver: BaseCheckpointSaver, thread: str) -> list[tuple[str, str]]:
-    found = await saver.aget_tuple(config_of(thread))
-    if found is None:
-        return []
-    return [(m.id, m.content) for m in found.checkpoint["channel_values"].get("messages", [])]
 
 
 async def play(seed: int, healing: Healing, reference: CompiledStateGraph) -> list[str]:
@@ -127,10 +99,9 @@ async def play(seed: int, healing: Healing, reference: CompiledStateGraph) -> li
             done.append("restart")
         else:
             thread, number = rng.choice(THREADS), next(numbers)
-            question = {"messages": [HumanMessage(id=f"{thread}-{number}", content=f"q{number}")]}
             assert healing.graph is not None
-            await healing.graph.ainvoke(question, config_of(thread))
-            await reference.ainvoke(question, config_of(thread))
+            await healing.graph.ainvoke(question(thread, number), config_of(thread))
+            await reference.ainvoke(question(thread, number), config_of(thread))
             done.append(f"turn {number} on {thread}")
     healing.switch.switch_on()
     await wait_up(healing.health)
