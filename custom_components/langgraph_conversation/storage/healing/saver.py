@@ -429,12 +429,8 @@ class HealingSaver(BaseCheckpointSaver):
         newest = chain[0]
         if await target.aget_tuple(newest.config) is not None:
             return True  # written back already
-        channel = self._history_channel
         checkpoint = copy.copy(newest.checkpoint)
-        values = dict(checkpoint["channel_values"])
-        earlier = list(base.checkpoint["channel_values"].get(channel) or [])
-        values[channel] = [*earlier, *(values.get(channel) or [])]
-        checkpoint["channel_values"] = values
+        checkpoint["channel_values"] = self._after_history(base.checkpoint, checkpoint)
         saved = await target.aput(
             base.config, checkpoint, newest.metadata, dict(checkpoint["channel_versions"])
         )
@@ -446,6 +442,22 @@ class HealingSaver(BaseCheckpointSaver):
         counts.checkpoints_copied += 1
         counts.threads_copied += 1
         return True
+
+    def _after_history(self, base: Checkpoint, checkpoint: Checkpoint) -> dict[str, Any]:
+        """`checkpoint`'s values with the messages of `base` it does not hold first. By id:
+        the database's newest may be an earlier pass's write-back of this conversation,
+        whose messages the checkpoint holds already (they are not repeated)."""
+        channel = self._history_channel
+        values = dict(checkpoint["channel_values"])
+        own = list(values.get(channel) or [])
+        held = {message_id for message in own if (message_id := getattr(message, "id", None))}
+        earlier = [
+            message
+            for message in base["channel_values"].get(channel) or ()
+            if not (message_id := getattr(message, "id", None)) or message_id not in held
+        ]
+        values[channel] = [*earlier, *own]
+        return values
 
     def _reset(self) -> None:
         """The database holds everything again: the memory side starts empty."""
