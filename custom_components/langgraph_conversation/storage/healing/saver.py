@@ -348,9 +348,10 @@ class HealingSaver(BaseCheckpointSaver):
 
     async def _read_through(self, key: _Key) -> CheckpointTuple | None:
         """The database's newest checkpoint of a conversation not remembered, where the
-        database may still answer reads while it refuses writes (StorageHealth)."""
+        database may still answer reads while it refuses writes (StorageHealth); none for
+        a conversation deleted meanwhile (the database's copy is yet to be deleted)."""
         source = self._source()
-        if source is None or not self._health.reads_while_down:
+        if source is None or not self._health.reads_while_down or key[0] in self._sides.deleted:
             return None
         try:
             return await self._clone(source).aget_tuple(_thread_config(key))
