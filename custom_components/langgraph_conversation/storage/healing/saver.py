@@ -83,6 +83,10 @@ class _Sides:
     in_aside: OrderedDict[_Key, None] = field(default_factory=OrderedDict)
     dirty: set[_Key] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
+    # Conversations begun afresh in memory although the database may hold them. Kept past
+    # the write-back: a turn begun in memory may end after the database is back, and its
+    # checkpoints go after the database's history until one holds it already.
+    afresh: set[_Key] = field(default_factory=set)
     dropped: int = 0
     # Every allow-list the graphs asked for: the write-back reads the memory side with it.
     allowlist: frozenset[tuple[str, ...]] = frozenset()
@@ -223,12 +227,15 @@ class HealingSaver(BaseCheckpointSaver):
         key = _key(config)
         if (primary := self._primary()) is not None:
             try:
-                saved = await primary.aput(config, checkpoint, metadata, new_versions)
+                target = (config, checkpoint, new_versions)
+                if key in self._sides.afresh:
+                    target = await self._after_database(primary, key, *target)
+                saved = await primary.aput(target[0], target[1], metadata, target[2])
             except Exception as err:  # noqa: BLE001  _failed raises what is no outage
                 self._failed(err)
             else:
-                parent = config if "checkpoint_id" in config["configurable"] else None
-                self._remember(key, CheckpointTuple(saved, checkpoint, metadata, parent, []))
+                parent = target[0] if "checkpoint_id" in target[0]["configurable"] else None
+                self._remember(key, CheckpointTuple(saved, target[1], metadata, parent, []))
                 return saved
         await self._seed(key)
         # Every channel's value goes in: the memory side has none of the earlier blobs.
@@ -274,6 +281,7 @@ class HealingSaver(BaseCheckpointSaver):
             del sides.in_aside[key]
             sides.dirty.discard(key)
         sides.deleted.add(thread_id)
+        sides.afresh -= {key for key in sides.afresh if key[0] == thread_id}
         self._health.changes += 1
 
     async def apending_interrupts(self, thread_id: str) -> list[Any]:
@@ -330,6 +338,7 @@ class HealingSaver(BaseCheckpointSaver):
         if latest is None:
             found = await self._read_through(key)
             if found is None:
+                sides.afresh.add(key)
                 return
             latest = _latest_of(found)
         found = latest.found
@@ -443,6 +452,28 @@ class HealingSaver(BaseCheckpointSaver):
         counts.checkpoints_copied += 1
         counts.threads_copied += 1
         return True
+
+    async def _after_database(
+        self,
+        primary: BaseCheckpointSaver,
+        key: _Key,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        new_versions: ChannelVersions,
+    ) -> tuple[RunnableConfig, Checkpoint, ChannelVersions]:
+        """Where a checkpoint of a conversation begun afresh goes in the database: after
+        the database's newest with its messages first while it lacks them, else as it is
+        (and the conversation is no longer watched)."""
+        base = await primary.aget_tuple(_thread_config(key))
+        channel = self._history_channel
+        if base is not None and channel in checkpoint["channel_versions"]:
+            values = self._after_history(base.checkpoint, checkpoint)
+            if len(values[channel]) > len(checkpoint["channel_values"].get(channel) or ()):
+                # The history's value is stored anew under the checkpoint's own version.
+                versions = {**new_versions, channel: checkpoint["channel_versions"][channel]}
+                return base.config, {**checkpoint, "channel_values": values}, versions
+        self._sides.afresh.discard(key)
+        return config, checkpoint, new_versions
 
     def _after_history(self, base: Checkpoint, checkpoint: Checkpoint) -> dict[str, Any]:
         """`checkpoint`'s values with the messages of `base` it does not hold first. By id:
