@@ -14,8 +14,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -204,3 +205,90 @@ async def test_deleted_in_the_outage_does_not_come_back(
     assert await held(database) == turn_ids("kitchen", 4)
     checkpoints = [found async for found in database.alist(KITCHEN)]
     assert checkpoints[-1].parent_config is None
+
+
+class Interrupted:
+    """The database's saver, running what `meanwhile` holds for a method once, at its next
+    call (a deletion or a turn arriving while the write-back runs)."""
+
+    def __init__(
+        self,
+        inner: SqliteCheckpointSaver,
+        meanwhile: dict[str, Callable[[], Awaitable[None]]] | None = None,
+    ) -> None:
+        self._inner = inner
+        self.meanwhile = {} if meanwhile is None else meanwhile
+
+    def with_allowlist(self, allowlist: Any) -> Interrupted:
+        """A clone as LangGraph makes one, sharing what is to run meanwhile."""
+        return Interrupted(self._inner.with_allowlist(allowlist), self.meanwhile)
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._inner, name)
+        if name not in ("aput", "adelete_thread"):
+            return found
+
+        async def called(*args: Any, **kwargs: Any) -> Any:
+            if (meanwhile := self.meanwhile.pop(name, None)) is not None:
+                await meanwhile()
+            return await found(*args, **kwargs)
+
+        return called
+
+
+async def test_deleted_and_begun_again_during_the_write_back(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """While the write-back deletes one conversation, another is deleted and begun again
+    in memory: its new turn is in the database afterwards, its old ones are not."""
+    switch = Switch()
+    health = make_health(switch)
+    interrupted = Interrupted(database)
+    switched = Switched(interrupted, switch)
+    saver = HealingSaver(lambda: switched, health)
+    graph = build_graph(saver)
+    await graph.ainvoke(question("garage", 1), config_of("garage"))
+    switch.off()
+    await saver.adelete_thread("kitchen")
+    await graph.ainvoke(question("garage", 2), config_of("garage"))
+
+    async def delete_and_begin_again() -> None:
+        await saver.adelete_thread("garage")
+        await graph.ainvoke(question("garage", 3), config_of("garage"))
+
+    interrupted.meanwhile["adelete_thread"] = delete_and_begin_again
+    switch.switch_on()
+    await wait_up(health)
+    assert not interrupted.meanwhile
+    assert await held(database, "garage") == turn_ids("garage", 3)
+    assert await held(database) == []
+
+
+async def test_deleted_while_its_write_back_runs_stays_deleted(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """A conversation deleted while the write-back copies it: gone afterwards, and at the
+    next outage it begins afresh (nothing remembered of it comes back)."""
+    switch = Switch()
+    health = make_health(switch)
+    interrupted = Interrupted(database)
+    switched = Switched(interrupted, switch)
+    saver = HealingSaver(lambda: switched, health)
+    graph = build_graph(saver)
+    await graph.ainvoke(question("garage", 1), config_of("garage"))
+    switch.off()
+    await graph.ainvoke(question("garage", 2), config_of("garage"))
+
+    async def delete() -> None:
+        await saver.adelete_thread("garage")
+
+    interrupted.meanwhile["aput"] = delete
+    switch.switch_on()
+    await wait_up(health)
+    assert await held(database, "garage") == []
+    switch.off()
+    state = await graph.ainvoke(question("garage", 3), config_of("garage"))
+    assert ids(state) == turn_ids("garage", 3)
+    switch.switch_on()
+    await wait_up(health)
+    assert await held(database, "garage") == turn_ids("garage", 3)
