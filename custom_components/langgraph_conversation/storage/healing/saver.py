@@ -410,8 +410,11 @@ class HealingSaver(BaseCheckpointSaver):
                 if not await self._rebased(aside, target, key, counts):
                     await copy_thread(aside, target, key[0], key[1], counts)
                 # The next outage continues from what the database holds now, not from the
-                # checkpoint remembered before this one.
-                self._remember(key, await target.aget_tuple(_thread_config(key)))
+                # checkpoint remembered before this one (unless deleted meanwhile: the
+                # next pass deletes it from the database).
+                found = await target.aget_tuple(_thread_config(key))
+                if key[0] not in sides.deleted:
+                    self._remember(key, found)
             except BaseException:
                 sides.dirty.add(key)
                 raise
