@@ -402,6 +402,10 @@ class HealingSaver(BaseCheckpointSaver):
             sides.deleted.discard(thread_id)
             deleted += 1
         for key in list(sides.dirty):
+            if key[0] in sides.deleted:
+                # Deleted during this pass (and maybe begun again): the next pass deletes
+                # it from the database first, then writes what came after.
+                continue
             # Taken first: a turn writing to it meanwhile marks it again for the next pass.
             sides.dirty.discard(key)
             try:
