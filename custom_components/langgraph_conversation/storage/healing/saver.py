@@ -14,7 +14,8 @@ A conversation the memory side began afresh although the database holds it (it w
 used since Home Assistant started, or the database could not be opened at start) would
 hide the database's history if written back as it is: its newest checkpoint is written
 as the continuation of the database's newest instead, with the database's messages first
-(`history_channel`, LangGraph's "messages" by convention). Nothing said is lost either way.
+(`history_channel`, LangGraph's "messages" by convention), once each; so is what a turn
+begun in memory writes after the database is back. Nothing said is lost either way.
 
 At most `ASIDE_THREADS` conversations are kept in memory during an outage: past that, the
 least recently used is dropped (logged once per outage), so the newest always survive.
