@@ -136,6 +136,8 @@ async def run_seed(seed: int, folder: Path, reads_while_down: bool) -> None:
             assert healed == expected, f"{thread} after {context}"
             ids = [message_id for message_id, _ in healed]
             assert len(ids) == len(set(ids)), f"{thread} after {context}"
+            gone = await plain.aget_tuple(config_of(thread)) is None
+            assert (await database.aget_tuple(config_of(thread)) is None) == gone, context
         await check_chain(database, context)
     finally:
         await healing.health.aclose()
