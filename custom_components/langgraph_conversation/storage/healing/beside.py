@@ -22,16 +22,18 @@ from .health import StorageHealth
 MIRRORED_LINKS = 2000
 
 type _LinkKey = tuple[str, str, str]  # (agent id, party, conversation id)
+# A change to the links: a row put, or a thread id forgotten.
+type _Change = LinkRow | str
 
 
 class _Recording:
-    """A link table that notes what a transaction put and forgot (applied to the mirror
-    on the event loop once the transaction is over: it may run on a database thread)."""
+    """A link table that notes what a transaction put and forgot, in order (applied to the
+    mirror on the event loop once the transaction is over: it may run on a database
+    thread)."""
 
     def __init__(self, table: LinkTable) -> None:
         self._table = table
-        self.put_rows: list[LinkRow] = []
-        self.forgotten: list[str] = []
+        self.changes: list[_Change] = []
 
     def __getattr__(self, name: str) -> Any:
         # Every read of the table passes through unchanged (only writes are noted).
@@ -41,11 +43,11 @@ class _Recording:
         self, agent_id: str, party: str, conversation_id: str, thread_id: str, now: float
     ) -> None:
         self._table.put(agent_id, party, conversation_id, thread_id, now)
-        self.put_rows.append((agent_id, party, conversation_id, thread_id, now))
+        self.changes.append((agent_id, party, conversation_id, thread_id, now))
 
     def forget_thread(self, thread_id: str) -> None:
         self._table.forget_thread(thread_id)
-        self.forgotten.append(thread_id)
+        self.changes.append(thread_id)
 
 
 class HealingLinks:
@@ -64,8 +66,12 @@ class HealingLinks:
         self._memory_table = memory_table
         self._mirror: OrderedDict[_LinkKey, tuple[str, float]] = OrderedDict()
         self._aside: ConversationLinks | None = None
-        self._put: dict[_LinkKey, tuple[str, float]] = {}
-        self._forgotten: list[str] = []
+        # The memory side's changes for the write-back: each link's latest put and each
+        # thread's latest forgetting, in the order of those. Replayed so, the database ends
+        # as the memory side: a link put before its thread was forgotten goes (also the
+        # database's own row of that conversation, which the put replaced), one put after
+        # stays.
+        self._changes: OrderedDict[_LinkKey | str, tuple[str, float] | None] = OrderedDict()
         health.add_part(self._write_back, self._reset)
 
     async def read[T](self, work: Callable[[LinkTable], T]) -> T:
@@ -109,24 +115,24 @@ class HealingLinks:
 
     def _remember(self, table: _Recording) -> None:
         mirror = self._mirror
-        for agent_id, party, conversation_id, thread_id, now in table.put_rows:
-            key = (agent_id, party, conversation_id)
-            mirror[key] = (thread_id, now)
+        for change in table.changes:
+            if isinstance(change, str):
+                for key in [key for key, row in mirror.items() if row[0] == change]:
+                    del mirror[key]
+                continue
+            key = change[:3]
+            mirror[key] = change[3:]
             mirror.move_to_end(key)
-        for thread_id in table.forgotten:
-            for key in [key for key, row in mirror.items() if row[0] == thread_id]:
-                del mirror[key]
         while len(mirror) > MIRRORED_LINKS:
             mirror.popitem(last=False)
 
     def _keep(self, table: _Recording) -> None:
         """What a transaction on the memory side changed, for the write-back."""
-        for agent_id, party, conversation_id, thread_id, now in table.put_rows:
-            self._put[(agent_id, party, conversation_id)] = (thread_id, now)
-        for thread_id in table.forgotten:
-            self._put = {key: row for key, row in self._put.items() if row[0] != thread_id}
-            self._forgotten.append(thread_id)
-        if table.put_rows or table.forgotten:
+        for change in table.changes:
+            key, row = (change, None) if isinstance(change, str) else (change[:3], change[3:])
+            self._changes[key] = row
+            self._changes.move_to_end(key)
+        if table.changes:
             self._health.changes += 1
 
     async def _memory(self) -> ConversationLinks:
@@ -146,32 +152,33 @@ class HealingLinks:
         primary = self._source()
         if primary is None:
             raise RuntimeError(f"{self._health.name} is not open")
-        forgotten, self._forgotten = self._forgotten, []
-        rows, self._put = self._put, {}
+        changes, self._changes = self._changes, OrderedDict()
 
         def apply(table: LinkTable) -> None:
-            for thread_id in forgotten:
-                table.forget_thread(thread_id)
-            for (agent_id, party, conversation_id), (thread_id, now) in rows.items():
-                table.put(agent_id, party, conversation_id, thread_id, now)
+            for key, row in changes.items():
+                if isinstance(key, str):
+                    table.forget_thread(key)
+                else:
+                    table.put(*key, *row)
 
         try:
             await primary.write(apply)
         except BaseException:
-            # Kept for the next attempt (newer rows written meanwhile win).
-            self._forgotten = forgotten + self._forgotten
-            self._put = {**rows, **self._put}
+            # Kept for the next attempt, before the changes made meanwhile (newer win).
+            for key, row in self._changes.items():
+                changes[key] = row
+                changes.move_to_end(key)
+            self._changes = changes
             raise
-        return {"conversation_links": len(rows)}
+        return {"conversation_links": sum(not isinstance(key, str) for key in changes)}
 
     def pending(self) -> int:
         """Links put or forgotten in memory and not yet written back."""
-        return len(self._put) + len(self._forgotten)
+        return len(self._changes)
 
     def _reset(self) -> None:
         self._aside = None
-        self._put = {}
-        self._forgotten = []
+        self._changes = OrderedDict()
 
 
 class HealingRatings:

@@ -14,7 +14,8 @@ A conversation the memory side began afresh although the database holds it (it w
 used since Home Assistant started, or the database could not be opened at start) would
 hide the database's history if written back as it is: its newest checkpoint is written
 as the continuation of the database's newest instead, with the database's messages first
-(`history_channel`, LangGraph's "messages" by convention). Nothing said is lost either way.
+(`history_channel`, LangGraph's "messages" by convention), once each; so is what a turn
+begun in memory writes after the database is back. Nothing said is lost either way.
 
 At most `ASIDE_THREADS` conversations are kept in memory during an outage: past that, the
 least recently used is dropped (logged once per outage), so the newest always survive.
@@ -83,6 +84,10 @@ class _Sides:
     in_aside: OrderedDict[_Key, None] = field(default_factory=OrderedDict)
     dirty: set[_Key] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
+    # Conversations begun afresh in memory although the database may hold them. Kept past
+    # the write-back: a turn begun in memory may end after the database is back, and its
+    # checkpoints go after the database's history until one holds it already.
+    afresh: set[_Key] = field(default_factory=set)
     dropped: int = 0
     # Every allow-list the graphs asked for: the write-back reads the memory side with it.
     allowlist: frozenset[tuple[str, ...]] = frozenset()
@@ -223,12 +228,15 @@ class HealingSaver(BaseCheckpointSaver):
         key = _key(config)
         if (primary := self._primary()) is not None:
             try:
-                saved = await primary.aput(config, checkpoint, metadata, new_versions)
+                target = (config, checkpoint, new_versions)
+                if key in self._sides.afresh:
+                    target = await self._after_database(primary, key, *target)
+                saved = await primary.aput(target[0], target[1], metadata, target[2])
             except Exception as err:  # noqa: BLE001  _failed raises what is no outage
                 self._failed(err)
             else:
-                parent = config if "checkpoint_id" in config["configurable"] else None
-                self._remember(key, CheckpointTuple(saved, checkpoint, metadata, parent, []))
+                parent = target[0] if "checkpoint_id" in target[0]["configurable"] else None
+                self._remember(key, CheckpointTuple(saved, target[1], metadata, parent, []))
                 return saved
         await self._seed(key)
         # Every channel's value goes in: the memory side has none of the earlier blobs.
@@ -274,6 +282,7 @@ class HealingSaver(BaseCheckpointSaver):
             del sides.in_aside[key]
             sides.dirty.discard(key)
         sides.deleted.add(thread_id)
+        sides.afresh -= {key for key in sides.afresh if key[0] == thread_id}
         self._health.changes += 1
 
     async def apending_interrupts(self, thread_id: str) -> list[Any]:
@@ -330,6 +339,7 @@ class HealingSaver(BaseCheckpointSaver):
         if latest is None:
             found = await self._read_through(key)
             if found is None:
+                sides.afresh.add(key)
                 return
             latest = _latest_of(found)
         found = latest.found
@@ -344,9 +354,10 @@ class HealingSaver(BaseCheckpointSaver):
 
     async def _read_through(self, key: _Key) -> CheckpointTuple | None:
         """The database's newest checkpoint of a conversation not remembered, where the
-        database may still answer reads while it refuses writes (StorageHealth)."""
+        database may still answer reads while it refuses writes (StorageHealth); none for
+        a conversation deleted meanwhile (the database's copy is yet to be deleted)."""
         source = self._source()
-        if source is None or not self._health.reads_while_down:
+        if source is None or not self._health.reads_while_down or key[0] in self._sides.deleted:
             return None
         try:
             return await self._clone(source).aget_tuple(_thread_config(key))
@@ -388,6 +399,10 @@ class HealingSaver(BaseCheckpointSaver):
             sides.deleted.discard(thread_id)
             deleted += 1
         for key in list(sides.dirty):
+            if key[0] in sides.deleted:
+                # Deleted during this pass (and maybe begun again): the next pass deletes
+                # it from the database first, then writes what came after.
+                continue
             # Taken first: a turn writing to it meanwhile marks it again for the next pass.
             sides.dirty.discard(key)
             try:
@@ -395,6 +410,12 @@ class HealingSaver(BaseCheckpointSaver):
                 target = self._clone(primary, sides.allowlist)
                 if not await self._rebased(aside, target, key, counts):
                     await copy_thread(aside, target, key[0], key[1], counts)
+                # The next outage continues from what the database holds now, not from the
+                # checkpoint remembered before this one (unless deleted meanwhile: the
+                # next pass deletes it from the database).
+                found = await target.aget_tuple(_thread_config(key))
+                if key[0] not in sides.deleted:
+                    self._remember(key, found)
             except BaseException:
                 sides.dirty.add(key)
                 raise
@@ -422,12 +443,8 @@ class HealingSaver(BaseCheckpointSaver):
         newest = chain[0]
         if await target.aget_tuple(newest.config) is not None:
             return True  # written back already
-        channel = self._history_channel
         checkpoint = copy.copy(newest.checkpoint)
-        values = dict(checkpoint["channel_values"])
-        earlier = list(base.checkpoint["channel_values"].get(channel) or [])
-        values[channel] = [*earlier, *(values.get(channel) or [])]
-        checkpoint["channel_values"] = values
+        checkpoint["channel_values"] = self._after_history(base.checkpoint, checkpoint)
         saved = await target.aput(
             base.config, checkpoint, newest.metadata, dict(checkpoint["channel_versions"])
         )
@@ -435,6 +452,44 @@ class HealingSaver(BaseCheckpointSaver):
         counts.checkpoints_copied += 1
         counts.threads_copied += 1
         return True
+
+    async def _after_database(
+        self,
+        primary: BaseCheckpointSaver,
+        key: _Key,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        new_versions: ChannelVersions,
+    ) -> tuple[RunnableConfig, Checkpoint, ChannelVersions]:
+        """Where a checkpoint of a conversation begun afresh goes in the database: after
+        the database's newest with its messages first while it lacks them, else as it is
+        (and the conversation is no longer watched)."""
+        base = await primary.aget_tuple(_thread_config(key))
+        channel = self._history_channel
+        if base is not None and channel in checkpoint["channel_versions"]:
+            values = self._after_history(base.checkpoint, checkpoint)
+            if len(values[channel]) > len(checkpoint["channel_values"].get(channel) or ()):
+                # The history's value is stored anew under the checkpoint's own version.
+                versions = {**new_versions, channel: checkpoint["channel_versions"][channel]}
+                return base.config, {**checkpoint, "channel_values": values}, versions
+        self._sides.afresh.discard(key)
+        return config, checkpoint, new_versions
+
+    def _after_history(self, base: Checkpoint, checkpoint: Checkpoint) -> dict[str, Any]:
+        """`checkpoint`'s values with the messages of `base` it does not hold first. By id:
+        the database's newest may be an earlier pass's write-back of this conversation,
+        whose messages the checkpoint holds already (they are not repeated)."""
+        channel = self._history_channel
+        values = dict(checkpoint["channel_values"])
+        own = list(values.get(channel) or [])
+        held = {message_id for message in own if (message_id := getattr(message, "id", None))}
+        earlier = [
+            message
+            for message in base["channel_values"].get(channel) or ()
+            if not (message_id := getattr(message, "id", None)) or message_id not in held
+        ]
+        values[channel] = [*earlier, *own]
+        return values
 
     def pending(self) -> int:
         """Conversations written or deleted in memory and not yet written back."""

@@ -160,6 +160,7 @@ class HealingStore(BaseStore):
         results = await self._aside.abatch([_without_ttl(op) for op in ops])
         for op in ops:
             if isinstance(op, PutOp):
+                self._changed.add((tuple(op.namespace), op.key))
                 if op.value is None:
                     self._keep(("adelete", (op.namespace, op.key), {}))
                 else:

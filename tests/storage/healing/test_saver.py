@@ -1,0 +1,294 @@
+"""HealingSaver's rules, case by case.
+
+- Its clones (LangGraph clones a checkpointer per allow-list when strict msgpack is on)
+  share one memory side and one write-back with the original.
+- A conversation begun afresh in memory while the database holds it is written back after
+  the database's history: the database's messages first, each message once, also when a
+  turn arrives during the write-back (a second pass) and when a turn begun in memory ends
+  after the database is back.
+- Where the database still answers reads (an SQLite file refusing writes), a conversation
+  not remembered continues with its history, but one deleted during the outage does not
+  come back from the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from custom_components.langgraph_conversation.storage.healing import StorageHealth
+from custom_components.langgraph_conversation.storage.healing.saver import HealingSaver
+from custom_components.langgraph_conversation.storage.sqlite import SqliteCheckpointSaver
+
+from . import (
+    Switch,
+    Switched,
+    build_graph,
+    config_of,
+    newest_messages,
+    question,
+    turn_ids,
+    wait_for,
+    wait_up,
+)
+
+KITCHEN = config_of("kitchen")
+
+type MakeHealth = Callable[..., StorageHealth]
+
+
+@pytest.fixture
+async def database(tmp_path: Path) -> AsyncIterator[SqliteCheckpointSaver]:
+    """threads.db with two turns on "kitchen", written before Home Assistant started."""
+    saver = await SqliteCheckpointSaver.open(tmp_path / "threads.db")
+    graph = build_graph(saver)
+    for number in (1, 2):
+        await graph.ainvoke(question("kitchen", number), KITCHEN)
+    yield saver
+    await saver.aclose()
+
+
+async def held(database: SqliteCheckpointSaver, thread: str = "kitchen") -> list[str]:
+    return [message_id for message_id, _ in await newest_messages(database, thread)]
+
+
+def ids(state: dict[str, list]) -> list[str]:
+    return [message.id for message in state["messages"]]
+
+
+async def test_clones_share_the_memory_side(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """A clone with an allow-list writes to the same memory side as the original: the
+    original reads it, and its write-back brings it to the database."""
+    switch = Switch()
+    health = make_health(switch)
+    switched = Switched(database, switch)
+    saver = HealingSaver(lambda: switched, health)
+    clone = saver.with_allowlist([("langchain_core", "messages", "human", "HumanMessage")])
+    assert clone is not saver
+    graph = build_graph(clone)
+    await graph.ainvoke(question("kitchen", 3), KITCHEN)
+    switch.off()
+    await graph.ainvoke(question("kitchen", 4), KITCHEN)
+    assert not health.up
+    found = await saver.aget_tuple(KITCHEN)
+    assert found is not None
+    assert ids(found.checkpoint["channel_values"]) == turn_ids("kitchen", 1, 2, 3, 4)
+    # A clone of the clone too, as LangGraph may make one per compiled graph.
+    await build_graph(clone.with_allowlist([("tests", "Other")])).ainvoke(
+        question("kitchen", 5), KITCHEN
+    )
+    switch.switch_on()
+    await wait_up(health)
+    assert await held(database) == turn_ids("kitchen", 1, 2, 3, 4, 5)
+
+
+async def test_begun_afresh_is_written_after_the_database_history(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """The database could not be opened at start: a turn on a conversation it holds
+    begins afresh in memory, and is written back after the database's turns."""
+    switch = Switch()
+    switch.off()
+    health = make_health(switch)
+    switched = Switched(database, switch)
+    graph = build_graph(HealingSaver(lambda: switched, health))
+    health.start_down("could not be opened")
+    assert ids(await graph.ainvoke(question("kitchen", 3), KITCHEN)) == turn_ids("kitchen", 3)
+    switch.switch_on()
+    await wait_up(health)
+    assert await held(database) == turn_ids("kitchen", 1, 2, 3)
+    # On the database again, the next turn continues the whole history.
+    state = await graph.ainvoke(question("kitchen", 4), KITCHEN)
+    assert ids(state) == turn_ids("kitchen", 1, 2, 3, 4)
+
+
+async def test_turn_during_the_write_back_of_a_conversation_begun_afresh(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """A turn arriving while the write-back runs is written in a second pass: the
+    conversation begun afresh is written after the database's turns once, not twice."""
+    switch = Switch()
+    switch.off()
+    health = make_health(switch)
+    switched = Switched(database, switch)
+    graph = build_graph(HealingSaver(lambda: switched, health))
+    health.start_down("could not be opened")
+    await graph.ainvoke(question("kitchen", 3), KITCHEN)
+    turned: list[int] = []
+
+    async def turn_meanwhile() -> dict[str, int]:
+        # A part written back after the saver's: the database is still down for turns.
+        if not turned:
+            turned.append(4)
+            await graph.ainvoke(question("kitchen", 4), KITCHEN)
+        return {}
+
+    health.add_part(turn_meanwhile, lambda: None)
+    switch.switch_on()
+    await wait_up(health)
+    assert turned == [4]
+    assert await held(database) == turn_ids("kitchen", 1, 2, 3, 4)
+
+
+async def test_turn_begun_in_memory_ends_on_the_database(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """A turn that began afresh in memory and ends after the database came back: what it
+    writes to the database still follows the database's history."""
+    switch = Switch()
+    switch.off()
+    health = make_health(switch)
+    switched = Switched(database, switch)
+    entered, gate = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        entered.set()
+        await gate.wait()
+
+    saver = HealingSaver(lambda: switched, health)
+    held_graph, graph = build_graph(saver, pause=hold), build_graph(saver)
+    health.start_down("could not be opened")
+    turn = asyncio.create_task(held_graph.ainvoke(question("kitchen", 3), KITCHEN))
+    await wait_for(entered.is_set, lambda: "the turn never reached its reply")
+    switch.switch_on()
+    await wait_up(health)
+    gate.set()
+    await turn
+    assert await held(database) == turn_ids("kitchen", 1, 2, 3)
+    state = await graph.ainvoke(question("kitchen", 4), KITCHEN)
+    assert ids(state) == turn_ids("kitchen", 1, 2, 3, 4)
+    assert await held(database) == turn_ids("kitchen", 1, 2, 3, 4)
+
+
+async def test_file_refusing_writes_still_gives_the_history(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """A conversation not used since start, while its file refuses writes but answers
+    reads: the turn continues its history, and the database gets the turn once."""
+    switch = Switch()
+    health = make_health(switch, reads_while_down=True)
+    switched = Switched(database, switch)
+    graph = build_graph(HealingSaver(lambda: switched, health))
+    switch.off(read_only=True)
+    state = await graph.ainvoke(question("kitchen", 3), KITCHEN)
+    assert not health.up
+    assert ids(state) == turn_ids("kitchen", 1, 2, 3)
+    switch.switch_on()
+    await wait_up(health)
+    assert await held(database) == turn_ids("kitchen", 1, 2, 3)
+
+
+async def test_deleted_in_the_outage_does_not_come_back(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """A conversation deleted while its file refuses writes begins afresh at its next
+    turn (not from the database's copy, which the write-back deletes), and only that turn
+    is in the database afterwards."""
+    switch = Switch()
+    health = make_health(switch, reads_while_down=True)
+    switched = Switched(database, switch)
+    saver = HealingSaver(lambda: switched, health)
+    graph = build_graph(saver)
+    await graph.ainvoke(question("kitchen", 3), KITCHEN)
+    switch.off(read_only=True)
+    await saver.adelete_thread("kitchen")
+    assert not health.up
+    assert ids(await graph.ainvoke(question("kitchen", 4), KITCHEN)) == turn_ids("kitchen", 4)
+    switch.switch_on()
+    await wait_up(health)
+    assert await held(database) == turn_ids("kitchen", 4)
+    checkpoints = [found async for found in database.alist(KITCHEN)]
+    assert checkpoints[-1].parent_config is None
+
+
+class Interrupted:
+    """The database's saver, running what `meanwhile` holds for a method once, at its next
+    call (a deletion or a turn arriving while the write-back runs)."""
+
+    def __init__(
+        self,
+        inner: SqliteCheckpointSaver,
+        meanwhile: dict[str, Callable[[], Awaitable[None]]] | None = None,
+    ) -> None:
+        self._inner = inner
+        self.meanwhile = {} if meanwhile is None else meanwhile
+
+    def with_allowlist(self, allowlist: Any) -> Interrupted:
+        """A clone as LangGraph makes one, sharing what is to run meanwhile."""
+        return Interrupted(self._inner.with_allowlist(allowlist), self.meanwhile)
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._inner, name)
+        if name not in ("aput", "adelete_thread"):
+            return found
+
+        async def called(*args: Any, **kwargs: Any) -> Any:
+            if (meanwhile := self.meanwhile.pop(name, None)) is not None:
+                await meanwhile()
+            return await found(*args, **kwargs)
+
+        return called
+
+
+async def test_deleted_and_begun_again_during_the_write_back(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """While the write-back deletes one conversation, another is deleted and begun again
+    in memory: its new turn is in the database afterwards, its old ones are not."""
+    switch = Switch()
+    health = make_health(switch)
+    interrupted = Interrupted(database)
+    switched = Switched(interrupted, switch)
+    saver = HealingSaver(lambda: switched, health)
+    graph = build_graph(saver)
+    await graph.ainvoke(question("garage", 1), config_of("garage"))
+    switch.off()
+    await saver.adelete_thread("kitchen")
+    await graph.ainvoke(question("garage", 2), config_of("garage"))
+
+    async def delete_and_begin_again() -> None:
+        await saver.adelete_thread("garage")
+        await graph.ainvoke(question("garage", 3), config_of("garage"))
+
+    interrupted.meanwhile["adelete_thread"] = delete_and_begin_again
+    switch.switch_on()
+    await wait_up(health)
+    assert not interrupted.meanwhile
+    assert await held(database, "garage") == turn_ids("garage", 3)
+    assert await held(database) == []
+
+
+async def test_deleted_while_its_write_back_runs_stays_deleted(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """A conversation deleted while the write-back copies it: gone afterwards, and at the
+    next outage it begins afresh (nothing remembered of it comes back)."""
+    switch = Switch()
+    health = make_health(switch)
+    interrupted = Interrupted(database)
+    switched = Switched(interrupted, switch)
+    saver = HealingSaver(lambda: switched, health)
+    graph = build_graph(saver)
+    await graph.ainvoke(question("garage", 1), config_of("garage"))
+    switch.off()
+    await graph.ainvoke(question("garage", 2), config_of("garage"))
+
+    async def delete() -> None:
+        await saver.adelete_thread("garage")
+
+    interrupted.meanwhile["aput"] = delete
+    switch.switch_on()
+    await wait_up(health)
+    assert await held(database, "garage") == []
+    switch.off()
+    state = await graph.ainvoke(question("garage", 3), config_of("garage"))
+    assert ids(state) == turn_ids("garage", 3)
+    switch.switch_on()
+    await wait_up(health)
+    assert await held(database, "garage") == turn_ids("garage", 3)
