@@ -159,9 +159,11 @@ class StorageHealth:
         attempt = 0
         while not self._up:
             delay = self._delays[min(attempt, len(self._delays) - 1)]
-            self._wake.clear()
+            # Cleared once woken, not before the pause: a turn's nudge that came before
+            # it (the failing turn's own, or one during an attempt) still counts.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
+            self._wake.clear()
             attempt += 1
             self.outage.attempts += 1
             self._last_attempt = time.monotonic()
