@@ -98,6 +98,7 @@ MEMORY_ISSUE = "memory_unavailable"
 MEMORY_FAILED_ISSUE = "memory_failed"
 THREADS_ISSUE = "threads_unavailable"
 RESTORED_ISSUE = "storage_restored"
+EARLIER_ISSUE = "earlier_conversations"
 POSTGRES_ISSUE = "postgres_unavailable"
 # How often idle threads and expired memory items are deleted, and memories without a
 # vector get one.
@@ -513,12 +514,34 @@ async def _async_open_file(
         )
         database = files.saver.database
         health = shared.healing.threads_health
+        await _async_report_earlier(hass, files)
     _watch(database, hass, health)
     ir.async_delete_issue(hass, DOMAIN, _FILES[part][1])
     if part == "memory":
         # The embedding model applies to the memories' file once it is open.
         await shared.async_apply(hass)
     return database
+
+
+async def _async_report_earlier(hass: HomeAssistant, files: SqliteStorage) -> None:
+    """Conversations held before conversations had owners (no link points at them): a
+    notice says who may continue them (agent/memory/threads.py), once per opening."""
+    links = files.links
+    if links is None:
+        return
+    count = await links.read(lambda table: table.unlinked_threads())
+    if not count:
+        ir.async_delete_issue(hass, DOMAIN, EARLIER_ISSUE)
+        return
+    ir.async_create_issue(
+        hass,
+        DOMAIN,
+        EARLIER_ISSUE,
+        is_fixable=False,
+        severity=ir.IssueSeverity.WARNING,
+        translation_key=EARLIER_ISSUE,
+        translation_placeholders={"count": str(count)},
+    )
 
 
 def _healing(hass: HomeAssistant, shared: SharedStorage) -> HealingStorage:

@@ -28,6 +28,7 @@ from custom_components.langgraph_conversation.const import (
 from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
+from homeassistant.helpers import issue_registry as ir
 
 from ...conftest import add_test_entry, agent_entity_id
 from .earlier_release import (
@@ -98,6 +99,34 @@ def _checkpoints_of(path: Path, thread_id: str) -> int:
             "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (thread_id,)
         ).fetchone()
     return count
+
+
+async def test_a_notice_says_who_continues_the_earlier_conversations(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    users: dict[str, str | None],
+) -> None:
+    """The repair notice counts the conversations nobody holds yet and says who may
+    continue them; once each is held (or gone), the next opening finds none to report."""
+    issues = ir.async_get(hass)
+    notice = issues.async_get_issue(DOMAIN, "earlier_conversations")
+    assert notice is not None
+    assert notice.severity is ir.IssueSeverity.WARNING
+    assert notice.translation_placeholders == {"count": "2"}
+    texts = json.loads(
+        (
+            Path(__file__).parents[3] / "custom_components" / DOMAIN / "translations" / "en.json"
+        ).read_text(encoding="utf-8")
+    )["issues"]["earlier_conversations"]
+    assert "{count}" in texts["description"]
+
+    await _say(hass, setup_integration, users["a"], "Turn them off again", ISSUED_ID)
+    assert await hass.config_entries.async_reload(setup_integration.entry_id)
+    await hass.async_block_till_done()
+    notice = issues.async_get_issue(DOMAIN, "earlier_conversations")
+    assert notice is not None
+    assert notice.translation_placeholders == {"count": "1"}
 
 
 async def test_a_conversation_from_before_the_update_continues(

@@ -107,6 +107,15 @@ class SqliteLinkTable:
         ).fetchone()
         return row is not None
 
+    def unlinked_threads(self) -> int:
+        """How many threads no link points at (written before the links, see the module
+        docstring); read when the file opens."""
+        row = self._connection.execute(
+            "SELECT COUNT(DISTINCT thread_id) FROM checkpoints AS c"
+            f" WHERE NOT EXISTS (SELECT 1 FROM {TABLE} AS l WHERE l.thread_id = c.thread_id)"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
     def all_rows(self) -> list[tuple[str, str, str, str, float]]:
         """Every link as (agent, party, conversation id, thread id, last used), for a copy."""
         return [
