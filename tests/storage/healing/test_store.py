@@ -247,3 +247,17 @@ async def test_batch_in_an_outage_hides_the_older_items(
     switch.switch_on()
     await wait_up(health)
     assert await contents(database, ("notes",)) == await contents(store, ("notes",))
+
+
+async def test_sync_calls_are_refused_with_the_way_to_call(
+    database: SqliteStore, make_health: MakeHealth
+) -> None:
+    """The store is async-only, as the stores below it: a sync call says what to use
+    instead (it would block the event loop), and the async call works."""
+    store = HealingStore(lambda: database, make_health(Switch()))
+    with pytest.raises(RuntimeError, match="async-only: use abatch"):
+        store.batch([PutOp(("notes",), "k", {"text": "v"})])
+    await store.abatch([PutOp(("notes",), "k", {"text": "v"})])
+    found = await database.aget(("notes",), "k")
+    assert found is not None
+    assert found.value == {"text": "v"}

@@ -169,7 +169,12 @@ class HealingStore(BaseStore):
         return results
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        raise NotImplementedError("the integration uses the store's async methods only")
+        # As the stores below it (storage/sqlite/store.py): their work runs on the event loop
+        # or a file's thread and is awaited there; a sync call from the loop would block it.
+        raise RuntimeError(
+            "HealingStore is async-only: use abatch, aget, aput, adelete, asearch or "
+            "alist_namespaces"
+        )
 
     # -- the write-back ------------------------------------------------------------------
 
