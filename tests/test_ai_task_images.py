@@ -36,6 +36,7 @@ from custom_components.langgraph_conversation.const import (
     SUBENTRY_CONVERSATION,
 )
 from fakes import FakeGeminiServer, FakeOpenAIServer, png_image
+from fakes.offline_model import IMAGE_MODEL as OFFLINE_IMAGE_MODEL, IMAGE_SIZE, OfflineModelServer
 from homeassistant import config_entries
 from homeassistant.components import ai_task
 from homeassistant.config_entries import ConfigSubentryData
@@ -717,3 +718,36 @@ async def test_subentry_image_sections(
     openai_server.images.add_image(image)
     response = await _generate(hass, ai_entry)
     assert response["model"] == "openai/dall-e-3"
+
+
+# -- the offline stand-in ----------------------------------------------------------------
+
+
+async def test_offline_stand_in_draws_a_picture(
+    hass: HomeAssistant,
+    media_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    socket_enabled: None,
+) -> None:
+    """scripts/develop --offline-model's stand-in answers generate_image with a picture of
+    its own (a band of colour per word), as its AI Task there is configured."""
+    async with OfflineModelServer() as server:
+        entry = await _add_entry(
+            hass,
+            server,
+            {CONF_IMAGE_MODEL: {CONF_MODEL: f"openai/{OFFLINE_IMAGE_MODEL}"}},
+            monkeypatch,
+        )
+        first = await _generate(hass, entry, "a red bicycle")
+        first_image = await _stored_image(hass, media_dir)
+        assert (first["width"], first["height"]) == (IMAGE_SIZE, IMAGE_SIZE)
+        assert first["revised_prompt"] == "Coloured bands, one per word of: a red bicycle"
+        # Home Assistant names the file by the second and the task: the same name again.
+        await hass.async_add_executor_job(
+            lambda: [p.unlink() for p in (media_dir / "ai_task" / "image").iterdir()]
+        )
+        second = await _generate(hass, entry, "a blue boat at night")
+        assert (second["width"], second["height"]) == (IMAGE_SIZE, IMAGE_SIZE)
+        assert await _stored_image(hass, media_dir) != first_image  # other words
+        assert [r["model"] for r in server.images.requests] == [OFFLINE_IMAGE_MODEL] * 2
+        assert await hass.config_entries.async_unload(entry.entry_id)
