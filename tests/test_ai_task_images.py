@@ -17,6 +17,9 @@ from pytest_homeassistant_custom_component.common import (
     MockUser,
     async_capture_events,
 )
+from pytest_homeassistant_custom_component.components.diagnostics import (
+    get_diagnostics_for_config_entry,
+)
 from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
 from custom_components.langgraph_conversation.config_flow import (
@@ -751,3 +754,26 @@ async def test_offline_stand_in_draws_a_picture(
         assert await _stored_image(hass, media_dir) != first_image  # other words
         assert [r["model"] for r in server.images.requests] == [OFFLINE_IMAGE_MODEL] * 2
         assert await hass.config_entries.async_unload(entry.entry_id)
+
+
+@pytest.mark.parametrize(
+    "ai_task_overrides",
+    [
+        {
+            CONF_IMAGE_MODEL: {CONF_MODEL: "openai/gpt-image-1", CONF_API_KEY: "sk-image-secret"},
+            CONF_IMAGE_FALLBACK_MODEL: {
+                CONF_MODEL: "gemini/imagen-4.0-generate-001",
+                CONF_API_KEY: "gm-fallback-secret",
+            },
+        }
+    ],
+)
+async def test_image_keys_stay_out_of_diagnostics(
+    hass: HomeAssistant, ai_entry: MockConfigEntry, hass_client: ClientSessionGenerator
+) -> None:
+    """The image sections' keys are redacted like every other key."""
+    diagnostics = await get_diagnostics_for_config_entry(hass, hass_client, ai_entry)
+    text = json.dumps(diagnostics)
+    assert "gpt-image-1" in text  # the section is there...
+    assert "sk-image-secret" not in text  # ...without its key
+    assert "gm-fallback-secret" not in text

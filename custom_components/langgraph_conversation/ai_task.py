@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from homeassistant.components import ai_task, conversation
+from homeassistant.config_entries import ConfigSubentry
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
@@ -49,17 +50,17 @@ class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
     """Generates data with the entry's model: text, or JSON matching a structure; and
     images with the subentry's image model."""
 
-    @property
-    def supported_features(self) -> ai_task.AITaskEntityFeature:
-        """Images only with an image model: read from the subentry, which a change
-        reloads (the entity is created anew)."""
+    def __init__(self, entry: LangGraphConfigEntry, subentry: ConfigSubentry) -> None:
+        """Images only with an image model. Read once from the subentry: a changed
+        subentry reloads the entry, and the entity is created anew."""
+        super().__init__(entry, subentry)
         features = (
             ai_task.AITaskEntityFeature.GENERATE_DATA
             | ai_task.AITaskEntityFeature.SUPPORT_ATTACHMENTS
         )
-        if task_image_models(self.entry.runtime_data.access, self.subentry.data) is not None:
+        if task_image_models(entry.runtime_data.access, subentry.data) is not None:
             features |= ai_task.AITaskEntityFeature.GENERATE_IMAGE
-        return features
+        self._attr_supported_features = features
 
     async def _async_generate_data(
         self,
