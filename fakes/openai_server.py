@@ -116,7 +116,7 @@ class FakeOpenAIServer(FakeModelServer):
         # Image generation: its own script and record (credentials: the Authorization
         # header), and the images answered as links, served under /files/images/.
         self.images = ImageScript()
-        self._linked_images: dict[str, bytes] = {}
+        self._linked_images: dict[str, tuple[bytes, bool]] = {}
         self._image_ids = itertools.count(1)
 
     @property
@@ -158,9 +158,7 @@ class FakeOpenAIServer(FakeModelServer):
             model.startswith("dall-e") and body.get("response_format") is None
         )
         if reply.as_link or wants_link:
-            name = f"image-{next(self._image_ids)}.png"
-            self._linked_images[name] = reply.data
-            entry["url"] = f"{self.base_url}/files/images/{name}"
+            entry["url"] = self.serve_image(reply.data)
         else:
             entry["b64_json"] = base64.b64encode(reply.data).decode()
         if reply.revised_prompt is not None:
@@ -182,11 +180,27 @@ class FakeOpenAIServer(FakeModelServer):
             )
         return answer
 
-    async def _serve_linked_image(self, request: web.Request) -> web.Response:
-        data = self._linked_images.get(request.match_info["name"])
-        if data is None:
+    def serve_image(self, data: bytes, *, chunked: bool = False) -> str:
+        """Serve `data` as a PNG at a new link of this server, as a provider's storage
+        would (with its length, or `chunked` without); returns the link."""
+        name = f"image-{next(self._image_ids)}.png"
+        self._linked_images[name] = (data, chunked)
+        return f"{self.base_url}/files/images/{name}"
+
+    async def _serve_linked_image(self, request: web.Request) -> web.StreamResponse:
+        served = self._linked_images.get(request.match_info["name"])
+        if served is None:
             return web.Response(status=404, text="404 page not found")
-        return web.Response(body=data, content_type="image/png")
+        data, chunked = served
+        if not chunked:
+            return web.Response(body=data, content_type="image/png")
+        response = web.StreamResponse(headers={"Content-Type": "image/png"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for start in range(0, len(data), 65536):
+            await response.write(data[start : start + 65536])
+        await response.write_eof()
+        return response
 
     async def _list_models(self, request: web.Request) -> web.Response:
         if (refusal := self._auth_refusal(request)) is not None:

@@ -6,15 +6,17 @@ from __future__ import annotations
 import io
 import random
 
+import httpx
 from PIL import Image
 import pytest
 
 from custom_components.langgraph_conversation.agent.models.image_bytes import (
     ImageProblem,
+    download_image,
     image_facts,
     may_download,
 )
-from fakes import png_image
+from fakes import FakeOpenAIServer, png_image
 
 RNG = random.Random(2026)
 SIZES = [(RNG.randint(1, 2048), RNG.randint(1, 2048)) for _ in range(6)] + [(1, 1)]
@@ -98,3 +100,17 @@ def test_private_addresses_are_never_fetched(octets: list[int]) -> None:
         f"127.{a}.{b}.{c}",
     ):
         assert not may_download(f"https://{host}/image.png", None), host
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+async def test_download_is_bounded(openai_server: FakeOpenAIServer, chunked: bool) -> None:
+    """A linked image is read up to the limit, whether its length is declared or not;
+    beyond it, and for an answer other than 200, the download fails with a reason."""
+    image = png_image(64, 64, seed=4)
+    url = openai_server.serve_image(image, chunked=chunked)
+    async with httpx.AsyncClient() as client:
+        assert await download_image(client, url, limit=len(image)) == image
+        with pytest.raises(ImageProblem, match="larger than"):
+            await download_image(client, url, limit=len(image) - 1)
+        with pytest.raises(ImageProblem, match="HTTP 404"):
+            await download_image(client, url + ".missing")

@@ -133,9 +133,13 @@ def may_download(url: str, api_base: str | None) -> bool:
 
 
 async def download_image(
-    client: httpx.AsyncClient, url: str, *, timeout: float = DOWNLOAD_TIMEOUT
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    timeout: float = DOWNLOAD_TIMEOUT,
+    limit: int = MAX_IMAGE_BYTES,
 ) -> bytes:
-    """The bytes behind a link, at most MAX_IMAGE_BYTES, within `timeout` seconds.
+    """The bytes behind a link, at most `limit`, within `timeout` seconds.
 
     Redirects are not followed: each hop would need the check of `may_download` again.
     """
@@ -147,14 +151,14 @@ async def download_image(
             if response.status_code != 200:
                 raise ImageProblem(f"the image link answered HTTP {response.status_code}")
             declared = response.headers.get("content-length")
-            if declared is not None and declared.isdigit() and int(declared) > MAX_IMAGE_BYTES:
-                raise ImageProblem(f"the linked image is larger than {MAX_IMAGE_BYTES} bytes")
+            if declared is not None and declared.isdigit() and int(declared) > limit:
+                raise ImageProblem(f"the linked image is larger than {limit} bytes")
             chunks: list[bytes] = []
             size = 0
             async for chunk in response.aiter_bytes():
                 size += len(chunk)
-                if size > MAX_IMAGE_BYTES:
-                    raise ImageProblem(f"the linked image is larger than {MAX_IMAGE_BYTES} bytes")
+                if size > limit:
+                    raise ImageProblem(f"the linked image is larger than {limit} bytes")
                 chunks.append(chunk)
     except TimeoutError:
         raise ImageProblem(f"the image link did not answer within {timeout:g} s") from None
