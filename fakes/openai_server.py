@@ -17,7 +17,7 @@ import re
 import time
 from typing import Any, Final
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 import numpy as np
 
 from .image_script import ImageReply, ImageScript, RawReply
@@ -130,6 +130,7 @@ class FakeOpenAIServer(FakeModelServer):
             ("GET", "/v1/models", self._list_models),
             ("POST", "/v1/embeddings", self._handle_embeddings),
             ("POST", "/v1/images/generations", self._handle_images),
+            ("POST", "/v1/images/edits", self._handle_image_edits),
             ("GET", "/files/images/{name}", self._serve_linked_image),
         ]
 
@@ -140,6 +141,32 @@ class FakeOpenAIServer(FakeModelServer):
         body = await self._read_json(request)
         if body is None:
             return self._error_response(ErrorReply(status=400, message="body is not JSON"))
+        return self._image_response(request, body)
+
+    async def _handle_image_edits(self, request: web.Request) -> web.Response:
+        """OpenAI's image edits: a multipart form (model, prompt, n, ... and the images as
+        `image[]` files), answered like a generation. Recorded in `images.requests` as the
+        form's fields, the files under "image[]" as {filename, content_type, data}."""
+        if not request.content_type.startswith("multipart/"):
+            return self._error_response(ErrorReply(status=400, message="expected a form"))
+        body: dict[str, Any] = {}
+        files: list[dict[str, Any]] = []
+        async for part in await request.multipart():
+            if not isinstance(part, BodyPartReader) or part.name is None:
+                continue
+            if part.filename is not None:
+                content_type = part.headers.get("Content-Type", "")
+                data = bytes(await part.read())
+                files.append(
+                    {"filename": part.filename, "content_type": content_type, "data": data}
+                )
+            else:
+                body[part.name] = await part.text()
+        body["image[]"] = files
+        return self._image_response(request, body)
+
+    def _image_response(self, request: web.Request, body: dict[str, Any]) -> web.Response:
+        """Record an image request, then refuse it or answer the next scripted reply."""
         script = self.images
         script.requests.append(body)
         script.paths.append(request.path)

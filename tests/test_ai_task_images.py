@@ -5,6 +5,7 @@ stored and served by Home Assistant's AI Task, retries, fallback, activity and t
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 import json
 from pathlib import Path
@@ -506,26 +507,74 @@ async def test_usage_counts_in_activity(
     assert (end["input_tokens"], end["output_tokens"]) == (7, 1056)
 
 
-async def test_attachments_refused(
+def _attachment(name: str, mime_type: str = "image/png") -> dict[str, str]:
+    return {
+        "media_content_id": f"media-source://media_source/local/{name}",
+        "media_content_type": mime_type,
+    }
+
+
+EDIT_CASES = [
+    [png_image(RNG.randint(1, 300), RNG.randint(1, 300), seed=n) for n in range(count)]
+    for count in (1, 2, 3)
+]
+
+
+@pytest.mark.parametrize("references", EDIT_CASES)
+async def test_attachments_are_edited(
+    hass: HomeAssistant,
+    ai_entry: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    media_dir: Path,
+    references: list[bytes],
+) -> None:
+    """Attached images go to OpenAI's image edits as the form's `image[]` files, in order,
+    and the edited image comes back like a new one."""
+    names = [f"photo-{n}.png" for n in range(len(references))]
+    for name, data in zip(names, references, strict=True):
+        await hass.async_add_executor_job((media_dir / name).write_bytes, data)
+    edited = png_image(50, 40, seed=99)
+    openai_server.images.add_image(edited)
+    response = await ai_task.async_generate_image(
+        hass,
+        task_name="Picture",
+        entity_id=_task_entity_id(hass, ai_entry),
+        instructions="Paint them in watercolour.",
+        attachments=[_attachment(name) for name in names],
+    )
+    assert openai_server.images.paths == ["/v1/images/edits"]
+    (request,) = openai_server.images.requests
+    assert {k: v for k, v in request.items() if k != "image[]"} == {
+        "model": "gpt-image-1",
+        "prompt": "Paint them in watercolour.",
+    }
+    assert [f["data"] for f in request["image[]"]] == references
+    assert {f["content_type"] for f in request["image[]"]} == {"image/png"}
+    assert openai_server.images.credentials == [f"Bearer {TEST_KEY}"]
+    assert (response["width"], response["height"]) == (50, 40)
+    stored = await hass.async_add_executor_job(
+        lambda: [p.read_bytes() for p in (media_dir / "ai_task" / "image").iterdir()]
+    )
+    assert stored == [edited]
+
+
+async def test_non_image_attachment_refused(
     hass: HomeAssistant, ai_entry: MockConfigEntry, openai_server: FakeOpenAIServer, media_dir: Path
 ) -> None:
-    """A reference image is refused with a sentence naming it, before any model call."""
-    await hass.async_add_executor_job((media_dir / "sketch.png").write_bytes, png_image(4, 4))
+    """Another file than an image is refused with a sentence naming it, before any call."""
+    await hass.async_add_executor_job((media_dir / "notes.txt").write_text, "hello")
     with pytest.raises(HomeAssistantError) as caught:
         await ai_task.async_generate_image(
             hass,
             task_name="Picture",
             entity_id=_task_entity_id(hass, ai_entry),
-            instructions="Colour this in.",
-            attachments=[
-                {
-                    "media_content_id": "media-source://media_source/local/sketch.png",
-                    "media_content_type": "image/png",
-                }
-            ],
+            instructions="Illustrate this.",
+            attachments=[_attachment("notes.txt", "text/plain")],
         )
-    assert caught.value.translation_key == "ai_task_image_attachments"
-    assert str(caught.value) == _message("ai_task_image_attachments", name="sketch.png")
+    assert caught.value.translation_key == "ai_task_attachment_type"
+    assert str(caught.value) == _message(
+        "ai_task_attachment_type", name="notes.txt", mime_type="text/plain"
+    )
     assert openai_server.images.requests == []
 
 
@@ -651,6 +700,51 @@ async def test_gemini_fallback_borrows_the_image_models_key(
     assert gemini_server.images.credentials == [GEMINI_KEY, GEMINI_KEY]
     assert response["model"] == f"gemini/{GEMINI_IMAGE}"
     assert await _stored_image(hass, media_dir) == image
+
+
+@pytest.mark.parametrize(
+    "gemini_overrides",
+    [_gemini_overrides(GEMINI_IMAGE, api_key=GEMINI_KEY, api_base="GEMINI_BASE")],
+)
+async def test_gemini_edits_attached_images(
+    hass: HomeAssistant,
+    gemini_entry: MockConfigEntry,
+    gemini_server: FakeGeminiServer,
+    media_dir: Path,
+) -> None:
+    """Gemini's image model gets the attached image inline before the instructions."""
+    photo = png_image(33, 21, seed=8)
+    await hass.async_add_executor_job((media_dir / "garden.png").write_bytes, photo)
+    edited = png_image(33, 21, seed=80)
+    gemini_server.images.add_image(edited)
+    response = await ai_task.async_generate_image(
+        hass,
+        task_name="Picture",
+        entity_id=_task_entity_id(hass, gemini_entry),
+        instructions="Add a red bicycle.",
+        attachments=[_attachment("garden.png")],
+    )
+    assert gemini_server.images.paths == [f"/v1beta/models/{GEMINI_IMAGE}:generateContent"]
+    assert gemini_server.images.requests == [
+        {
+            "contents": [
+                {
+                    "parts": [
+                        {
+                            "inlineData": {
+                                "mimeType": "image/png",
+                                "data": base64.b64encode(photo).decode(),
+                            }
+                        },
+                        {"text": "Add a red bicycle."},
+                    ]
+                }
+            ]
+        }
+    ]
+    assert gemini_server.images.credentials == [GEMINI_KEY]
+    assert (response["width"], response["height"]) == (33, 21)
+    assert await _stored_image(hass, media_dir) == edited
 
 
 # -- the form ----------------------------------------------------------------------------

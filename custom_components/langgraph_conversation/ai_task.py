@@ -98,7 +98,9 @@ class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
     ) -> ai_task.GenImageTaskResult:
         """Make the image with the image model (its retries, then its fallback)."""
         runtime = self.entry.runtime_data
-        request = assemble_image_task(runtime.access, self.subentry.data, task, chat_log)
+        request = await assemble_image_task(
+            self.hass, runtime.access, self.subentry.data, task, chat_log
+        )
         with self._failure_told():
             image = await generate_image(
                 request,

@@ -6,7 +6,8 @@ gathered here: Home Assistant's AI Task prompt, the instructions with images as 
 blocks (other files are refused, and images too when LiteLLM knows the model cannot see),
 the subentry's model settings and roles, the structure as JSON schema. An image task
 (generate_image) becomes the ImageRequest of agent/models/images.py: the instructions, the
-subentry's image models under the roles' key rule, its retries and timeout.
+attached images to edit, the subentry's image models under the roles' key rule, its retries
+and timeout.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .agent.models import (
     ImageRequest,
     InvalidAnswer,
     ModelAccess,
+    ReferenceImage,
     TaskRequest,
     image_models,
     model_capabilities,
@@ -151,31 +153,40 @@ def task_image_models(access: ModelAccess, options: Mapping[str, Any]) -> ImageM
     )
 
 
-def assemble_image_task(
+async def reference_images(
+    hass: HomeAssistant, task: ai_task.GenImageTask
+) -> tuple[ReferenceImage, ...]:
+    """The task's attachments as images to edit; other files are refused."""
+    references: list[ReferenceImage] = []
+    for attachment in task.attachments or ():
+        name = Path(attachment.path).name
+        if not attachment.mime_type.startswith("image/"):
+            raise HomeAssistantError(
+                translation_domain=DOMAIN,
+                translation_key="ai_task_attachment_type",
+                translation_placeholders={"name": name, "mime_type": attachment.mime_type},
+            )
+        data = await hass.async_add_executor_job(Path(attachment.path).read_bytes)
+        references.append(ReferenceImage(name, data, attachment.mime_type))
+    return tuple(references)
+
+
+async def assemble_image_task(
+    hass: HomeAssistant,
     access: ModelAccess,
     options: Mapping[str, Any],
     task: ai_task.GenImageTask,
     chat_log: conversation.ChatLog,
 ) -> ImageRequest:
-    """The image request of a task for the AI Task subentry of `options`.
-
-    Attachments are refused: LiteLLM's image edit endpoints differ from model to model,
-    and a reference image silently dropped would make a different picture than asked.
-    """
-    if task.attachments:
-        raise HomeAssistantError(
-            translation_domain=DOMAIN,
-            translation_key="ai_task_image_attachments",
-            translation_placeholders={
-                "name": ", ".join(Path(a.path).name for a in task.attachments)
-            },
-        )
+    """The image request of a task for the AI Task subentry of `options`: a new image
+    from the instructions, or with attachments, an edit of those images."""
     models = task_image_models(access, options)
     if models is None:  # the entity offers images only with an image model
         raise HomeAssistantError("This AI Task has no image model")
     return ImageRequest(
         prompt=task.instructions,
         models=models,
+        references=await reference_images(hass, task),
         retries=int(options.get(CONF_MODEL_RETRIES, DEFAULT_MODEL_RETRIES)),
         timeout=float(options.get(CONF_REQUEST_TIMEOUT, AI_TASK_DEFAULTS[CONF_REQUEST_TIMEOUT])),
         label=chat_log.conversation_id,

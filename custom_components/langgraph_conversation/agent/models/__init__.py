@@ -24,6 +24,7 @@ from .images import (
     GeneratedImage,
     ImageModels,
     ImageRequest,
+    ReferenceImage,
     generate_image,
     image_models,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "ModelCache",
     "ModelRole",
     "ModelSettings",
+    "ReferenceImage",
     "RoleAccesses",
     "RoleModel",
     "RoleModels",

@@ -10,9 +10,12 @@ What LiteLLM 1.83.0 reaches: OpenAI's `/v1/images/generations` (`openai/gpt-imag
 `openai/dall-e-3`, and any OpenAI-compatible image server with a base URL), Gemini's
 Imagen models (`gemini/imagen-...`, the `:predict` endpoint) and Gemini's image models
 (`gemini/gemini-2.5-flash-image...`, `:generateContent`), and the other providers it
-lists for image generation. The image comes back as base64 (asked for where the model
-takes `response_format`); a provider that answers with a link gets it downloaded,
-bounded (image_bytes.py).
+lists for image generation. With reference images (the task's attachments) the call is
+LiteLLM's image edit instead: OpenAI's `/v1/images/edits` (multipart, `gpt-image-1` takes
+several images) or Gemini's image models (`:generateContent` with the images inline); a
+model that cannot edit fails with its provider's refusal, told as usual. The image comes
+back as base64 (asked for where the model takes `response_format`); a provider that answers
+with a link gets it downloaded, bounded (image_bytes.py).
 
 Retries are ours alone: for the `openai` provider LiteLLM would let the OpenAI SDK retry
 twice on its own, so the call gets a client that does not (upstream/litellm_images.py),
@@ -91,11 +94,22 @@ def image_models(
 
 
 @dataclass(frozen=True, slots=True)
+class ReferenceImage:
+    """An image the new one is made from (an AI Task attachment)."""
+
+    name: str
+    data: bytes
+    mime_type: str
+
+
+@dataclass(frozen=True, slots=True)
 class ImageRequest:
     """One image to make."""
 
     prompt: str
     models: ImageModels
+    # Images to edit or combine; none: a new image from the prompt alone.
+    references: tuple[ReferenceImage, ...] = ()
     # Extra attempts of the image model after a failure that may pass.
     retries: int = 0
     # Seconds one generation may take (raised to MIN_IMAGE_TIMEOUT).
@@ -200,20 +214,32 @@ async def _generate_once(
     loop = asyncio.get_running_loop()
     # LiteLLM imports the provider's image module on first use: in the executor.
     takes_format = await loop.run_in_executor(None, _takes_response_format, access.model)
-    kwargs: dict[str, Any] = {**access.litellm_kwargs(), "n": 1}
+    kwargs: dict[str, Any] = access.litellm_kwargs()
+    if not request.references:
+        # One image (LiteLLM's Gemini edit refuses `n`; every edit API makes one by default).
+        kwargs["n"] = 1
     # The provider's HTTP client refuses invalid Unicode, as for a turn's text.
     kwargs["prompt"] = clean_text(request.prompt)
     if takes_format:
         kwargs["response_format"] = "b64_json"
-    if provider_of(access.model) in _OPENAI_SDK_PROVIDERS and access.request_key:
-        kwargs["client"] = no_retry_client(
-            api_key=access.request_key,
-            base_url=access.api_base,
-            http_client=http_client,
-            timeout=timeout,
-        )
-    async with SHARED_CLIENT_USERS.use(), asyncio.timeout(timeout):
-        response = await litellm.aimage_generation(**kwargs, timeout=timeout)
+    if request.references:
+        # LiteLLM's HTTP handler sends edits (no SDK client, no retries of its own).
+        async with SHARED_CLIENT_USERS.use(), asyncio.timeout(timeout):
+            response = await litellm.aimage_edit(
+                image=[reference.data for reference in request.references],
+                **kwargs,
+                timeout=timeout,
+            )
+    else:
+        if provider_of(access.model) in _OPENAI_SDK_PROVIDERS and access.request_key:
+            kwargs["client"] = no_retry_client(
+                api_key=access.request_key,
+                base_url=access.api_base,
+                http_client=http_client,
+                timeout=timeout,
+            )
+        async with SHARED_CLIENT_USERS.use(), asyncio.timeout(timeout):
+            response = await litellm.aimage_generation(**kwargs, timeout=timeout)
     data, revised_prompt = await _image_of(response, access, http_client)
     facts = image_facts(data)
     usage = getattr(response, "usage", None)
