@@ -84,11 +84,8 @@ def image_models(
     if main is None:
         return None
     backup = role_access(entry, *fallback)
-    if (
-        backup is not None
-        and backup.api_key is None
-        and same_place(backup.model, fallback[2], main)
-    ):
+    own_base = (fallback[2] or "").strip() or None
+    if backup is not None and backup.api_key is None and same_place(backup.model, own_base, main):
         backup = ModelAccess(backup.model, main.api_key, backup.api_base or main.api_base)
     return ImageModels(main, backup)
 
