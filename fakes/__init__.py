@@ -1,7 +1,8 @@
 """Stand-ins for the servers the integration talks to, on 127.0.0.1, for development only.
 
 Fake model servers that speak the real wire protocols, scripted per test: OpenAI chat
-completions (and embeddings) and Ollama's /api/chat, reached through LiteLLM's real client.
+completions (and embeddings, and image generation) and Ollama's /api/chat, and Gemini's
+image generation (gemini_server.py), reached through LiteLLM's real client.
 The tests (tests/), the benchmarks (scripts/bench) and the offline stand-in model
 (offline_model.py, run by `scripts/develop --offline-model`, scripts/e2e and
 tests/test_install.py) all use them. Besides those fakes, one real server:
@@ -21,6 +22,8 @@ async with FakeOpenAIServer() as server:
     assert server.requests[1]["messages"][-1]["role"] == "tool"
 """
 
+from .gemini_server import FakeGeminiServer
+from .image_script import ImageReply, ImageScript, RawReply, png_image
 from .network import FakeResolver, NetworkMode
 from .ollama_server import FakeOllamaServer
 from .openai_server import FakeOpenAIServer
@@ -30,13 +33,18 @@ from .server import FakeModelServer, ReplyTiming
 __all__ = [
     "AnyReply",
     "ErrorReply",
+    "FakeGeminiServer",
     "FakeModelServer",
     "FakeOllamaServer",
     "FakeOpenAIServer",
     "FakeResolver",
+    "ImageReply",
+    "ImageScript",
     "NetworkMode",
+    "RawReply",
     "Reply",
     "ReplyTiming",
     "StreamFault",
     "ToolCall",
+    "png_image",
 ]

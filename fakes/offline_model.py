@@ -11,7 +11,9 @@ each reply from the request itself:
   `home_*` tools when the agent has them, else Home Assistant's Assist intents
   ("HassTurnOn", or "intent__HassTurnOn" where Home Assistant prefixes them);
 - once the tool results are back, it answers with a sentence made from them;
-- anything else gets a plain answer: it is a scripted stand-in, and what it understands.
+- anything else gets a plain answer: it is a scripted stand-in, and what it understands;
+- an image request (POST /v1/images/generations, any model name) gets a picture drawn
+  from the prompt's words: coloured bands, one per word, not an image of anything.
 
 Names of lights, locks and players come from the entity listing Home Assistant puts into
 the system prompt, matched by words; "it" and "them" mean what the conversation last
@@ -42,6 +44,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from .image_script import ImageReply, png_bands
 from .openai_server import FakeOpenAIServer
 from .script import AnyReply, Reply, ToolCall
 
@@ -50,6 +53,10 @@ LITELLM_MODEL: Final = f"openai/{MODEL}"
 # A second name in its model list, so the setup form's model picker has a choice (the
 # stand-in answers the same to any name).
 OTHER_MODEL: Final = "offline-demo-alt"
+# The image model name scripts/develop gives the offline AI Task (any name is answered).
+IMAGE_MODEL: Final = "offline-demo-image"
+# Width and height of the stand-in's pictures.
+IMAGE_SIZE: Final = 256
 
 STANDIN_NOTICE: Final = (
     "This is a scripted stand-in for trying the integration offline, not a language model."
@@ -754,6 +761,7 @@ class OfflineModelServer(FakeOpenAIServer):
         self.models = {MODEL, OTHER_MODEL}
         # A long-running server: keep only the latest of what the fakes record.
         self.keep_records = 20
+        self.images.responder = self._picture
 
     async def _read_json(self, request: web.Request) -> dict[str, Any] | None:
         body = await super()._read_json(request)
@@ -773,6 +781,17 @@ class OfflineModelServer(FakeOpenAIServer):
             reply = say("Sorry, the offline stand-in failed on that (see its log). " + HELP)
         _log_exchange(body, reply)
         return reply
+
+    def _picture(self, body: dict[str, Any]) -> ImageReply:
+        """A picture for an image request: a band of colour per word of the prompt."""
+        for record in (self.images.requests, self.images.paths, self.images.credentials):
+            del record[: -self.keep_records]
+        prompt = str(body.get("prompt", ""))
+        _LOGGER.info("image %r → %d coloured bands", prompt[:200], len(words(prompt)) or 1)
+        return ImageReply(
+            data=png_bands(words(prompt) or [prompt], IMAGE_SIZE),
+            revised_prompt=f"Coloured bands, one per word of: {prompt}",
+        )
 
     def _knows_model(self, model: str) -> bool:
         # LiteLLM sends the name without "openai/"; accept both, and any name at all,

@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible server: POST /v1/chat/completions, GET /v1/models, embeddings.
+"""A fake OpenAI-compatible server: POST /v1/chat/completions, GET /v1/models, embeddings,
+and image generation (POST /v1/images/generations, scripted through `server.images`).
 
 What LiteLLM's `openai/<name>` provider (the OpenAI SDK underneath) talks to, with
 `api_base=server.api_base`. Streams are server-sent events, `data: {chunk}` blocks
@@ -16,9 +17,10 @@ import re
 import time
 from typing import Any, Final
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 import numpy as np
 
+from .image_script import ImageReply, ImageScript, RawReply
 from .script import ErrorReply, Reply, StreamFault, estimate_tokens, pieces
 from .server import DISCONNECT, Disconnect, FakeModelServer, Frames, Handler
 
@@ -111,6 +113,11 @@ class FakeOpenAIServer(FakeModelServer):
         self.embedding_error: ErrorReply | None = None
         # Prompt texts of recent requests, by the id of their body (see cached_tokens).
         self._prompt_texts: dict[int, tuple[Mapping[str, Any], str]] = {}
+        # Image generation: its own script and record (credentials: the Authorization
+        # header), and the images answered as links, served under /files/images/.
+        self.images = ImageScript()
+        self._linked_images: dict[str, tuple[bytes, bool]] = {}
+        self._image_ids = itertools.count(1)
 
     @property
     def api_base(self) -> str:
@@ -122,7 +129,105 @@ class FakeOpenAIServer(FakeModelServer):
             ("POST", "/v1/chat/completions", self._handle_chat),
             ("GET", "/v1/models", self._list_models),
             ("POST", "/v1/embeddings", self._handle_embeddings),
+            ("POST", "/v1/images/generations", self._handle_images),
+            ("POST", "/v1/images/edits", self._handle_image_edits),
+            ("GET", "/files/images/{name}", self._serve_linked_image),
         ]
+
+    async def _handle_images(self, request: web.Request) -> web.Response:
+        """OpenAI's image generation: {created, data: [{b64_json | url, revised_prompt}]},
+        and for gpt-image models their usage and output fields. Like OpenAI, DALL-E
+        answers a link unless asked for b64_json; gpt-image models always answer base64."""
+        body = await self._read_json(request)
+        if body is None:
+            return self._error_response(ErrorReply(status=400, message="body is not JSON"))
+        return self._image_response(request, body)
+
+    async def _handle_image_edits(self, request: web.Request) -> web.Response:
+        """OpenAI's image edits: a multipart form (model, prompt, n, ... and the images as
+        `image[]` files), answered like a generation. Recorded in `images.requests` as the
+        form's fields, the files under "image[]" as {filename, content_type, data}."""
+        if not request.content_type.startswith("multipart/"):
+            return self._error_response(ErrorReply(status=400, message="expected a form"))
+        body: dict[str, Any] = {}
+        files: list[dict[str, Any]] = []
+        async for part in await request.multipart():
+            if not isinstance(part, BodyPartReader) or part.name is None:
+                continue
+            if part.filename is not None:
+                content_type = part.headers.get("Content-Type", "")
+                data = bytes(await part.read())
+                files.append(
+                    {"filename": part.filename, "content_type": content_type, "data": data}
+                )
+            else:
+                body[part.name] = await part.text()
+        body["image[]"] = files
+        return self._image_response(request, body)
+
+    def _image_response(self, request: web.Request, body: dict[str, Any]) -> web.Response:
+        """Record an image request, then refuse it or answer the next scripted reply."""
+        script = self.images
+        script.requests.append(body)
+        script.paths.append(request.path)
+        script.credentials.append(request.headers.get("Authorization"))
+        model = str(body.get("model", ""))
+        reply = self._auth_refusal(request) or self._model_refusal(model) or script.next_reply()
+        if isinstance(reply, ErrorReply):
+            return self._error_response(reply)
+        if isinstance(reply, RawReply):
+            return web.Response(body=reply.body, content_type=reply.content_type)
+        return web.json_response(self._image_answer(body, model, reply))
+
+    def _image_answer(self, body: Mapping[str, Any], model: str, reply: ImageReply) -> dict:
+        entry: dict[str, Any] = {}
+        wants_link = body.get("response_format") == "url" or (
+            model.startswith("dall-e") and body.get("response_format") is None
+        )
+        if reply.as_link or wants_link:
+            entry["url"] = self.serve_image(reply.data)
+        else:
+            entry["b64_json"] = base64.b64encode(reply.data).decode()
+        if reply.revised_prompt is not None:
+            entry["revised_prompt"] = reply.revised_prompt
+        answer: dict[str, Any] = {"created": int(time.time()), "data": [entry]}
+        if model.startswith("gpt-image"):
+            prompt_tokens = estimate_tokens(str(body.get("prompt", "")))
+            answer.update(
+                background="opaque",
+                output_format="png",
+                quality="high",
+                size=body.get("size") or "1024x1024",
+                usage={
+                    "input_tokens": prompt_tokens,
+                    "output_tokens": 1056,
+                    "total_tokens": prompt_tokens + 1056,
+                    "input_tokens_details": {"text_tokens": prompt_tokens, "image_tokens": 0},
+                },
+            )
+        return answer
+
+    def serve_image(self, data: bytes, *, chunked: bool = False) -> str:
+        """Serve `data` as a PNG at a new link of this server, as a provider's storage
+        would (with its length, or `chunked` without); returns the link."""
+        name = f"image-{next(self._image_ids)}.png"
+        self._linked_images[name] = (data, chunked)
+        return f"{self.base_url}/files/images/{name}"
+
+    async def _serve_linked_image(self, request: web.Request) -> web.StreamResponse:
+        served = self._linked_images.get(request.match_info["name"])
+        if served is None:
+            return web.Response(status=404, text="404 page not found")
+        data, chunked = served
+        if not chunked:
+            return web.Response(body=data, content_type="image/png")
+        response = web.StreamResponse(headers={"Content-Type": "image/png"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for start in range(0, len(data), 65536):
+            await response.write(data[start : start + 65536])
+        await response.write_eof()
+        return response
 
     async def _list_models(self, request: web.Request) -> web.Response:
         if (refusal := self._auth_refusal(request)) is not None:

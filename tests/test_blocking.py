@@ -1,5 +1,5 @@
 """No blocking call on the event loop at the first of everything: the first config-flow
-check, setup, a text and a tool turn, the first embedding.
+check, setup, a text and a tool turn, the first embedding, the first image.
 
 Each test runs in an interpreter of its own (marker `isolated`, see scripts/lib/run_leg.sh):
 LiteLLM and the provider SDKs import lazily on first use, so only a process where nothing
@@ -8,6 +8,8 @@ has called them yet shows whether the warm-ups really keep those imports off the
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
@@ -15,12 +17,15 @@ from custom_components.langgraph_conversation.const import (
     CONF_API_BASE,
     CONF_API_KEY,
     CONF_EMBEDDING_MODEL,
+    CONF_IMAGE_MODEL,
     CONF_MODEL,
     DOMAIN,
+    SUBENTRY_AI_TASK,
 )
-from fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
+from fakes import FakeGeminiServer, FakeOllamaServer, FakeOpenAIServer, ToolCall, png_image
 from homeassistant import block_async_io, config_entries
 from homeassistant.components import conversation
+from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.setup import async_setup_component
@@ -155,4 +160,63 @@ async def test_setup_and_turns_do_not_block(
         hass, "Again", result.conversation_id, Context(), agent_id=agent_id
     )
 
+    assert _blocking_reports(caplog) == []
+
+
+@pytest.mark.parametrize(
+    ("image_model", "server_kind"),
+    [("openai/gpt-image-1", "openai"), ("gemini/imagen-4.0-generate-001", "gemini")],
+)
+async def test_first_image_does_not_block(
+    hass: HomeAssistant,
+    openai_server: FakeOpenAIServer,
+    strict_detector: None,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    image_model: str,
+    server_kind: str,
+) -> None:
+    """The first ai_task.generate_image of the process (LiteLLM's image modules, the OpenAI
+    SDK's images resource, Google's format), stored by Home Assistant."""
+    media = tmp_path / "media"
+    media.mkdir()
+    hass.config.media_dirs = {"local": str(media)}
+    async with FakeGeminiServer() as gemini:
+        image_section = {CONF_MODEL: image_model}
+        if server_kind == "gemini":
+            image_section |= {CONF_API_KEY: "gm-key", CONF_API_BASE: gemini.api_base}
+            gemini.images.add_image(png_image(32, 32))
+        else:
+            openai_server.images.add_image(png_image(32, 32))
+        entry = MockConfigEntry(
+            domain=DOMAIN,
+            data={
+                CONF_MODEL: f"openai/{TEST_MODEL}",
+                CONF_API_KEY: TEST_KEY,
+                CONF_API_BASE: openai_server.api_base,
+            },
+            subentries_data=[
+                ConfigSubentryData(
+                    data={CONF_IMAGE_MODEL: image_section},
+                    subentry_type=SUBENTRY_AI_TASK,
+                    title="Pictures",
+                    unique_id=None,
+                )
+            ],
+        )
+        entry.add_to_hass(hass)
+        assert await async_setup_component(hass, "homeassistant", {})
+        assert await hass.config_entries.async_setup(entry.entry_id)
+        await hass.async_block_till_done()
+        response = await hass.services.async_call(
+            "ai_task",
+            "generate_image",
+            {"task_name": "Pictures", "entity_id": "ai_task.pictures", "instructions": "A cat."},
+            blocking=True,
+            return_response=True,
+        )
+        assert response is not None
+        assert response["width"] == 32
+        await hass.async_block_till_done(wait_background_tasks=True)
+        assert await hass.config_entries.async_unload(entry.entry_id)
     assert _blocking_reports(caplog) == []

@@ -70,6 +70,8 @@ from .const import (
     CONF_FALLBACK_MODEL,
     CONF_FAST_MODEL,
     CONF_HISTORY_BUDGET,
+    CONF_IMAGE_FALLBACK_MODEL,
+    CONF_IMAGE_MODEL,
     CONF_KEEP_ALIVE,
     CONF_LEARN_MEMORIES,
     CONF_LLM_HASS_API,
@@ -622,6 +624,9 @@ def _ai_task_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:
                 NumberSelectorConfig(min=0, max=5, step=1, mode=NumberSelectorMode.BOX)
             ),
             vol.Optional(CONF_FALLBACK_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
+            # Images (ai_task.generate_image): offered only with an image model.
+            vol.Optional(CONF_IMAGE_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
+            vol.Optional(CONF_IMAGE_FALLBACK_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
             vol.Optional(CONF_ACTIVITY_CONTENTS): BooleanSelector(),
         }
     )
@@ -641,10 +646,11 @@ class AITaskSubentryFlow(_OptionsSubentryFlow):
         for key in (CONF_MAX_TOKENS, CONF_REQUEST_TIMEOUT, CONF_MODEL_RETRIES):
             if key in options:
                 options[key] = int(options[key])
-        if role := _role_options(options.get(CONF_FALLBACK_MODEL)):
-            options[CONF_FALLBACK_MODEL] = role
-        else:
-            options.pop(CONF_FALLBACK_MODEL, None)
+        for key in (CONF_FALLBACK_MODEL, CONF_IMAGE_MODEL, CONF_IMAGE_FALLBACK_MODEL):
+            if role := _role_options(options.get(key)):
+                options[key] = role
+            else:
+                options.pop(key, None)
         return options
 
 

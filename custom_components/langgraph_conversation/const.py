@@ -140,3 +140,10 @@ CONF_FALLBACK_MODEL: Final = "fallback_model"
 CONF_ACTIVITY_CONTENTS: Final = "activity_include_contents"
 # Fired on the event bus for every turn start/end, tool start/end and failure.
 EVENT_ACTIVITY: Final = "langgraph_conversation_activity"
+
+# AI Task images (ai_task.generate_image): the AI Task subentry's image model and the
+# image model that answers when it fails, each a form section holding CONF_MODEL,
+# CONF_API_KEY and CONF_API_BASE (the key rule of the agents' roles). Without an image
+# model the AI Task entity does not offer images.
+CONF_IMAGE_MODEL: Final = "image_model"
+CONF_IMAGE_FALLBACK_MODEL: Final = "image_fallback_model"

@@ -4,7 +4,10 @@ agent/models/one_shot.py, and the check its structured answer must pass.
 The AI Task entity runs the request and returns the result; what the request is made of is
 gathered here: Home Assistant's AI Task prompt, the instructions with images as content
 blocks (other files are refused, and images too when LiteLLM knows the model cannot see),
-the subentry's model settings and roles, the structure as JSON schema.
+the subentry's model settings and roles, the structure as JSON schema. An image task
+(generate_image) becomes the ImageRequest of agent/models/images.py: the instructions, the
+attached images to edit, the subentry's image models under the roles' key rule, its retries
+and timeout.
 """
 
 from __future__ import annotations
@@ -21,8 +24,27 @@ from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
 
-from .agent.models import InvalidAnswer, ModelAccess, TaskRequest, model_capabilities
-from .const import CONF_MODEL_RETRIES, DEFAULT_MODEL_RETRIES, DOMAIN
+from .agent.models import (
+    ImageModels,
+    ImageRequest,
+    InvalidAnswer,
+    ModelAccess,
+    ReferenceImage,
+    TaskRequest,
+    image_models,
+    model_capabilities,
+)
+from .const import (
+    CONF_API_BASE,
+    CONF_API_KEY,
+    CONF_IMAGE_FALLBACK_MODEL,
+    CONF_IMAGE_MODEL,
+    CONF_MODEL,
+    CONF_MODEL_RETRIES,
+    CONF_REQUEST_TIMEOUT,
+    DEFAULT_MODEL_RETRIES,
+    DOMAIN,
+)
 from .profile import AI_TASK_DEFAULTS, agent_roles, model_settings
 from .tools.schema import sanitize_schema, schema_to_json
 
@@ -107,5 +129,65 @@ async def assemble_task(
         model_retries=options.get(CONF_MODEL_RETRIES, DEFAULT_MODEL_RETRIES),
         schema=json_schema(task, chat_log) if task.structure is not None else None,
         request_text=task.instructions,
+        label=chat_log.conversation_id,
+    )
+
+
+def _chosen_model(
+    options: Mapping[str, Any], key: str
+) -> tuple[str | None, str | None, str | None]:
+    """A model section of the subentry as (model, key, base URL)."""
+    section = options.get(key)
+    if not isinstance(section, Mapping):
+        return None, None, None
+    return section.get(CONF_MODEL), section.get(CONF_API_KEY), section.get(CONF_API_BASE)
+
+
+def task_image_models(access: ModelAccess, options: Mapping[str, Any]) -> ImageModels | None:
+    """The image models of the AI Task subentry of `options`; None without an image model
+    (the entity then does not offer images)."""
+    return image_models(
+        access,
+        _chosen_model(options, CONF_IMAGE_MODEL),
+        _chosen_model(options, CONF_IMAGE_FALLBACK_MODEL),
+    )
+
+
+async def reference_images(
+    hass: HomeAssistant, task: ai_task.GenImageTask
+) -> tuple[ReferenceImage, ...]:
+    """The task's attachments as images to edit; other files are refused."""
+    references: list[ReferenceImage] = []
+    for attachment in task.attachments or ():
+        name = Path(attachment.path).name
+        if not attachment.mime_type.startswith("image/"):
+            raise HomeAssistantError(
+                translation_domain=DOMAIN,
+                translation_key="ai_task_attachment_type",
+                translation_placeholders={"name": name, "mime_type": attachment.mime_type},
+            )
+        data = await hass.async_add_executor_job(Path(attachment.path).read_bytes)
+        references.append(ReferenceImage(name, data, attachment.mime_type))
+    return tuple(references)
+
+
+async def assemble_image_task(
+    hass: HomeAssistant,
+    access: ModelAccess,
+    options: Mapping[str, Any],
+    task: ai_task.GenImageTask,
+    chat_log: conversation.ChatLog,
+) -> ImageRequest:
+    """The image request of a task for the AI Task subentry of `options`: a new image
+    from the instructions, or with attachments, an edit of those images."""
+    models = task_image_models(access, options)
+    if models is None:  # the entity offers images only with an image model
+        raise HomeAssistantError("This AI Task has no image model")
+    return ImageRequest(
+        prompt=task.instructions,
+        models=models,
+        references=await reference_images(hass, task),
+        retries=int(options.get(CONF_MODEL_RETRIES, DEFAULT_MODEL_RETRIES)),
+        timeout=float(options.get(CONF_REQUEST_TIMEOUT, AI_TASK_DEFAULTS[CONF_REQUEST_TIMEOUT])),
         label=chat_log.conversation_id,
     )

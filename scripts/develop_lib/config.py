@@ -12,7 +12,8 @@ python scripts/develop_lib/config.py prepare CONFIG_DIR PORT  (before Home Assis
     preferred Assist pipeline at its entity.
     With --offline-model API_BASE (scripts/develop --offline-model, the scripted stand-in
     model of fakes/offline_model.py listening there): keeps one entry for the
-    stand-in (model openai/offline-demo) pointed at API_BASE, points the preferred Assist
+    stand-in (model openai/offline-demo) pointed at API_BASE (a new one also gets an AI Task
+    whose image model is the stand-in's, for ai_task.generate_image), points the preferred Assist
     pipeline at its agent, and exposes the demo locks and weather entities to Assist
     (Home Assistant does not expose those domains by default; the demo phrases need them).
     Then prints, one per line, the requirements of the integrations this configuration
@@ -63,6 +64,9 @@ OFFLINE_MODEL = "openai/offline-demo"
 OFFLINE_API_KEY = "offline-demo"  # the stand-in takes any key
 OFFLINE_AGENT_TITLE = "LangGraph offline demo"
 OFFLINE_ENTITY_ID = "conversation.langgraph_offline_demo"
+# The offline entry's AI Task: the stand-in draws its images (coloured bands per word).
+OFFLINE_AI_TASK_TITLE = "LangGraph offline AI Task"
+OFFLINE_IMAGE_MODEL = "openai/offline-demo-image"
 # Demo entities the offline demo phrases need that Home Assistant does not expose to Assist
 # by default (locks and weather are not among its default exposed domains). The locks have
 # no unique id, so their exposure lives in homeassistant.exposed_entities; the weather
@@ -264,6 +268,7 @@ def seed_offline_entry(config_dir: Path, api_base: str) -> str:
             {"model": OFFLINE_MODEL, "api_key": OFFLINE_API_KEY, "api_base": api_base},
             OFFLINE_AGENT_TITLE,
         )
+        entry["subentries"].append(offline_ai_task())
         entries.append(entry)
         note(f"configured {DOMAIN} for the offline stand-in model (entry {entry['entry_id']})")
     elif entry["data"].get("api_base") != api_base or entry.get("disabled_by"):
@@ -274,6 +279,20 @@ def seed_offline_entry(config_dir: Path, api_base: str) -> str:
         return offline_subentry_id(entry)
     write_store(path, store)
     return offline_subentry_id(entry)
+
+
+def offline_ai_task() -> dict[str, Any]:
+    """An AI Task subentry whose image model is the stand-in's (it borrows the entry's key
+    and base URL: the same provider and server)."""
+    from homeassistant.util.ulid import ulid_now
+
+    return {
+        "data": {"image_model": {"model": OFFLINE_IMAGE_MODEL}},
+        "subentry_id": ulid_now(),
+        "subentry_type": "ai_task_data",
+        "title": OFFLINE_AI_TASK_TITLE,
+        "unique_id": None,
+    }
 
 
 def offline_subentry_id(entry: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """Model access through LiteLLM: settings and credentials, chat models and their
 streams, error classification, warm-up and shared clients, roles (fast, fallback), the
 model catalog, Ollama's options, embeddings, one streamed model call with its fallback,
-and one-shot calls (AI Task) that need no graph.
+one-shot calls (AI Task) that need no graph, and images (AI Task's generate_image).
 
 The names here are what code outside this folder may use.
 """
@@ -19,6 +19,15 @@ from .embeddings import (
     warm_up_embeddings,
 )
 from .error_kinds import classify_error, to_model_error
+from .images import (
+    INVALID_IMAGE,
+    GeneratedImage,
+    ImageModels,
+    ImageRequest,
+    ReferenceImage,
+    generate_image,
+    image_models,
+)
 from .lifecycle import async_check_access, async_release_shared_clients, warm_up, warm_up_once
 from .model_call import stream_with_fallback
 from .ollama import bounded_settings, forget_model_windows, window_of
@@ -26,15 +35,20 @@ from .one_shot import InvalidAnswer, TaskRequest, model_capabilities, run_task
 from .roles import ModelCache, ModelRole, RoleAccesses, RoleModel, RoleModels, role_access
 
 __all__ = [
+    "INVALID_IMAGE",
     "AnswerBuilder",
     "AnswerLimitExceeded",
     "EmbeddingError",
+    "GeneratedImage",
+    "ImageModels",
+    "ImageRequest",
     "InvalidAnswer",
     "LiteLLMEmbedder",
     "ModelAccess",
     "ModelCache",
     "ModelRole",
     "ModelSettings",
+    "ReferenceImage",
     "RoleAccesses",
     "RoleModel",
     "RoleModels",
@@ -49,6 +63,8 @@ __all__ = [
     "classify_error",
     "embedding_access",
     "forget_model_windows",
+    "generate_image",
+    "image_models",
     "model_capabilities",
     "provider_of",
     "role_access",

@@ -143,7 +143,7 @@ async def async_check_access(access: ModelAccess, timeout: float) -> None:
                 )
     except Exception as err:  # noqa: BLE001  every failure becomes a typed ModelError
         error = to_model_error(err, access)
-        if access.request_key is None and await asyncio.to_thread(_lacks_key, access):
+        if access.request_key is None and await asyncio.to_thread(lacks_key, access):
             # LiteLLM refuses a call without the provider's key before sending it, and
             # reports that in the provider's own words: an AuthenticationError with status
             # 500 from the OpenAI SDK, a 401 for Anthropic. Neither server was contacted.
@@ -151,7 +151,7 @@ async def async_check_access(access: ModelAccess, timeout: float) -> None:
         raise error from None
 
 
-def _lacks_key(access: ModelAccess) -> bool:
+def lacks_key(access: ModelAccess) -> bool:
     """Whether the provider needs a key that neither the call nor the environment has.
 
     LiteLLM's own check of a model's environment (names of variables it would read a key

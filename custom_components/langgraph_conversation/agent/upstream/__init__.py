@@ -14,6 +14,7 @@ langchain-core, the OpenAI SDK or anyio.
 - litellm_stream: reading LiteLLM's Ollama stream parser directly (the lean stream).
 - litellm_lazy: LiteLLM's lazy attributes and its default tokenizer.
 - litellm_release: LiteLLM's logging threads, logging worker and cached HTTP clients.
+- litellm_images: an OpenAI client for image generation that LiteLLM cannot make retry.
 - langchain_litellm: keeping each call's key and base URL with that call.
 - langchain_core: merging a streamed answer's metadata.
 - sdk_imports: the OpenAI SDK's and anyio's modules a first embedding call imports.
