@@ -68,7 +68,7 @@ WITHOUT_API = {
     "lights and sensors, no weather, no media": {FIND, GET_STATE, LIGHT},
     "weather only": {FIND, GET_STATE, WEATHER},
     "media only": {FIND, GET_STATE, MEDIA_CONTROL, MEDIA_PLAY, MEDIA_STATUS},
-    "everything": OURS,
+    "everything": OURS - {HISTORY},  # history needs the recorder, which these homes lack
 }
 # With Assist: only what Assist's intents cannot do stays (media search and play, the
 # weather tool for its forecast). Entity search is left out: Assist's prompt lists every
