@@ -32,6 +32,7 @@ from pytest_homeassistant_custom_component.components.recorder.common import (
 from custom_components.langgraph_conversation.agent.errors import ToolFailure
 from custom_components.langgraph_conversation.tools.history import SPECS
 from custom_components.langgraph_conversation.tools.history_periods import MAX_DAYS
+from custom_components.langgraph_conversation.tools.history_reading import MAX_ROWS
 from custom_components.langgraph_conversation.tools.registry import ToolContext
 from custom_components.langgraph_conversation.tools.schema import sanitize_schema
 from custom_components.langgraph_conversation.tools.selection import LeftOut, choose_tools
@@ -528,6 +529,65 @@ async def test_total_of_a_meter_without_statistics(hass: HomeAssistant, home: Ho
         "m³",
         "recorded states",
     )
+
+
+async def test_a_question_reads_at_most_max_rows(hass: HomeAssistant, home: Home) -> None:
+    """A sensor with more changes in the period than one question reads: the figures cover
+    the first MAX_ROWS and say where they end; once the recorder keeps hourly statistics
+    for it, those answer for the whole period instead."""
+    rng = random.Random(50)
+    entity_id, name = "sensor.busy_temperature", "Busy temperature"
+    first = home.now - timedelta(days=2)
+    points: list[tuple[float, str]] = []
+    moment, value = first.timestamp(), 20.0
+    while len(points) < MAX_ROWS + 300:
+        value = round(value + rng.choice((-0.1, 0.1)), 1)
+        points.append((moment, str(value)))
+        moment += rng.uniform(20, 40)
+    attributes = {"friendly_name": name, "unit_of_measurement": "°C"}
+    for moment, value in points:
+        hass.states.async_set(entity_id, value, attributes, timestamp=moment)
+    await async_wait_recording_done(hass)
+    async_expose_entity(hass, ASSISTANT, entity_id, True)
+    start = _argument(first - timedelta(minutes=5))
+
+    result = await _ask(hass, name=name, ask="min_max_mean", start=start)
+    cut_at = points[MAX_ROWS][0]
+    held = [(float(v), b, e) for v, b, e in _held(points[:MAX_ROWS], first.timestamp(), cut_at)]
+    assert result["cut"] == (
+        f"Only the first {MAX_ROWS:,} records were read: figures end at {_local(cut_at)}."
+    )
+    assert result["recorded_from"] == _local(first)
+    assert (result["min"], result["max"]) == (min(held)[0], max(held)[0])
+    mean = sum(v * (e - b) for v, b, e in held) / sum(e - b for _, b, e in held)
+    assert result["mean"] == pytest.approx(mean, abs=0.006)
+
+    hours = [
+        first.replace(minute=0, second=0, microsecond=0) + timedelta(hours=n) for n in range(1, 47)
+    ]
+    rows = []
+    for hour in hours:
+        low = round(rng.uniform(15, 20), 1)
+        rows.append({"start": hour, "min": low, "max": low + 3, "mean": low + 1.5})
+    metadata = {
+        "has_sum": False,
+        "mean_type": StatisticMeanType.ARITHMETIC,
+        "name": name,
+        "source": "recorder",
+        "statistic_id": entity_id,
+        "unit_class": "temperature",
+        "unit_of_measurement": "°C",
+    }
+    statistics.async_import_statistics(hass, metadata, rows)
+    await async_wait_recording_done(hass)
+    result = await _ask(hass, name=name, ask="min_max_mean", start=start)
+    assert result["source"] == "hourly long-term statistics"
+    assert "cut" not in result
+    assert (result["min"], result["max"]) == (
+        min(row["min"] for row in rows),
+        pytest.approx(max(row["max"] for row in rows), abs=0.006),
+    )
+    assert result["mean"] == pytest.approx(sum(row["mean"] for row in rows) / len(rows), abs=0.006)
 
 
 async def test_an_unexposed_entity_is_never_read(hass: HomeAssistant, home: Home) -> None:

@@ -310,13 +310,15 @@ async def _min_max_mean(
     )
     figures = reading.spread(reading.stretches(rows, tracked, period))
     result = _heading(state, span, tracked) | _coverage(rows, span)
-    if figures is None and tracked == reading.STATE:
-        # States older than the recorder keeps (10 days by default) live on as hourly
-        # long-term statistics.
-        figures = await _in_recorder(
+    if tracked == reading.STATE and (figures is None or rows.cut_at is not None):
+        # States older than the recorder keeps (10 days by default), or more of them than
+        # one question reads, live on as hourly long-term statistics over the whole period.
+        hourly = await _in_recorder(
             tool_context.hass, reading.statistics_spread, state.entity_id, period
         )
-        result = _heading(state, span, tracked) | {"source": "hourly long-term statistics"}
+        if hourly is not None:
+            figures = hourly
+            result = _heading(state, span, tracked) | {"source": "hourly long-term statistics"}
     if figures is None:
         raise ToolFailure(
             {
