@@ -648,6 +648,10 @@ async def test_bad_arguments_get_sentences_the_model_can_act_on(
         assert refused["error_text"], arguments
     refused = await _refused(hass, ask="changes")
     assert refused["error"] == "invalid_arguments"
+    too_old = _argument(home.now - timedelta(days=MAX_DAYS + 1))
+    refused = await _refused(hass, name=door, at=too_old)
+    assert refused["error"] == "invalid_time"
+    assert refused["error_text"].endswith(f"is not within the last {MAX_DAYS} days.")
     later, earlier = (
         _argument(home.now - timedelta(hours=1)),
         _argument(home.now - timedelta(hours=2)),

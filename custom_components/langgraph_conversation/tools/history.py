@@ -16,6 +16,7 @@ the rows themselves.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -26,6 +27,7 @@ from homeassistant.util import dt as dt_util
 from ..agent.errors import ToolFailure
 from . import history_reading as reading
 from .history_periods import (
+    MAX_DAYS,
     PERIODS,
     Span,
     duration,
@@ -183,7 +185,7 @@ def _heading(state: State, span: Span | None, tracked: str) -> dict[str, Any]:
     if span is not None:
         heading["period"] = span.text()
         if span.clamped:
-            heading["note"] = "Cut to the last 31 days and to now."
+            heading["note"] = f"Cut to the last {MAX_DAYS} days and to now."
     return heading
 
 
@@ -213,14 +215,19 @@ async def _changes(
         changes.append(change)
     result["changes"] = changes
     if found.cut:
-        result["note"] = (
+        _add_note(
+            result,
             f"Stopped after {reading.MAX_ROWS:,} records: changes before "
-            f"{when(found.searched_back_to)} were not read."
+            f"{when(found.searched_back_to)} were not read.",
         )
     elif not changes:
-        wanted = f" to {requested}" if requested else ""
-        result["note"] = f"No change{wanted} in that period."
+        _add_note(result, f"No change{f' to {requested}' if requested else ''} in that period.")
     return result
+
+
+def _add_note(result: dict[str, Any], note: str) -> None:
+    """A note after any the answer already has."""
+    result["note"] = f"{result['note']} {note}" if result.get("note") else note
 
 
 async def _time_in_state(
@@ -233,7 +240,8 @@ async def _time_in_state(
     held = reading.stretches(rows, tracked, (span.start, span.end))
     result = _heading(state, span, tracked) | _coverage(rows, span)
     if not held:
-        return result | {"note": "Nothing recorded in that period."}
+        _add_note(result, "Nothing recorded in that period.")
+        return result
     requested = text_argument(arguments, "state")
     if requested is None:
         result["states"] = _per_value(held)
@@ -245,7 +253,8 @@ async def _time_in_state(
     if matching:
         result["counted"] = sorted({str(s.value) for s in matching})
         result["longest"] = duration(max(s.seconds for s in matching))
-        result["last"] = f"{when(matching[-1].begin)} to {when(matching[-1].end)[-5:]}"
+        last = matching[-1]
+        result["last"] = Span(*map(dt_util.utc_from_timestamp, (last.begin, last.end))).text()
     else:
         result["seen"] = sorted({str(s.value) for s in held})
     return result
@@ -285,8 +294,13 @@ async def _value_at(
         )
     now = dt_util.utcnow()
     at = moment(at_text, now, "at")
-    if at > now:
-        raise ToolFailure({"error": "invalid_time", "error_text": f"{when(at)} is in the future."})
+    if not now - timedelta(days=MAX_DAYS) <= at <= now:
+        raise ToolFailure(
+            {
+                "error": "invalid_time",
+                "error_text": f"{when(at)} is not within the last {MAX_DAYS} days.",
+            }
+        )
     wanted = _ACTION if state.domain == "climate" else tracked
     row = await _in_recorder(tool_context.hass, reading.value_at, state.entity_id, at, wanted)
     result = _heading(state, None, reading.STATE) | {"at": when(at)}
