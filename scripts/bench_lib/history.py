@@ -28,7 +28,7 @@ from homeassistant.util import dt as dt_util
 
 from .context import Bench
 from .home import create_home, home_assistant, setup_base
-from .probe import LoopLagProbe
+from .probe import GcPauses, LoopLagProbe
 from .report import Row, Stat, judged
 
 _LOGGER = logging.getLogger(__name__)
@@ -227,7 +227,9 @@ async def _one(hass: HomeAssistant, ask: str, arguments: dict[str, Any]) -> dict
     context = ToolContext(hass=hass, context=Context(), language="en", timeout=120.0)
     (tool,) = as_langchain_tools(SPECS, context)
     probe = LoopLagProbe(interval=PROBE_INTERVAL)
+    collections = GcPauses()
     probe.start()
+    collections.start()
     try:
         start = time.perf_counter()
         try:
@@ -236,11 +238,14 @@ async def _one(hass: HomeAssistant, ask: str, arguments: dict[str, Any]) -> dict
             answer = failure.data
         end = time.perf_counter()
     finally:
+        collections.stop()
         await probe.stop()
-    _LOGGER.warning("bench: history %s: %s", ask, answer)
-    return {
+    measured = {
         "ask": ask,
         "stall_ms": probe.max_lag(start, end) * 1000,
         "answer_ms": (end - start) * 1000,
-        "answer": answer,
+        # Tells a garbage collector's pause (any thread holds the GIL) from other stalls.
+        "longest_gc": collections.longest(start, end + PROBE_INTERVAL * 2),
     }
+    _LOGGER.warning("bench: history %s: %s; answer %s", ask, measured, answer)
+    return measured | {"answer": answer}
