@@ -665,6 +665,28 @@ async def test_bad_arguments_get_sentences_the_model_can_act_on(
     assert result["recorded_from"] == _local(home.entities["binary_sensor.front_door"].points[0][0])
 
 
+async def test_arguments_of_any_type(hass: HomeAssistant, home: Home) -> None:
+    """Models send numbers for times, lists for words and booleans for states: a number is
+    read as its text, a list or an object as not given."""
+    entity = home.of_kind("sensor", "kitchen")[0]
+    result = await _ask(hass, name=entity.name, at=7)
+    seven = dt_util.as_local(home.now).replace(hour=7, minute=0, second=0, microsecond=0)
+    if seven > dt_util.as_local(dt_util.utcnow()):
+        seven -= timedelta(days=1)
+    expected = [v for t, v in entity.points if t <= seven.timestamp()][-1]
+    assert (result["at"], result["value"]) == (_local(seven), expected)
+    result = await _ask(hass, name=entity.name, ask="min_max_mean", period=["today"])
+    assert result["period"].startswith(_local(dt_util.start_of_local_day()))
+    door = home.of_kind("binary_sensor", "garage")[0]
+    result = await _ask(hass, name=door.name, ask="time_in_state", state=True, period="today")
+    if result["times"]:
+        assert result["counted"] == ["on"]  # True stands for "on"
+    else:
+        assert "on" not in result["seen"]
+    refused = await _refused(hass, name=door.name, ask=5)
+    assert refused["error"] == "invalid_ask"
+
+
 async def test_offered_where_the_recorder_runs_and_something_is_exposed(
     hass: HomeAssistant, home: Home
 ) -> None:
