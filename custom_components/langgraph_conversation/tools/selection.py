@@ -136,7 +136,7 @@ def _reason_to_leave_out(
     """Why the tool does not fit this agent, home and API (None: it fits)."""
     if spec.category not in chosen:
         return LeftOut.NOT_CHOSEN
-    if not spec.integrations <= set(loaded):
+    if not all(name in loaded for name in spec.integrations):
         return LeftOut.NOT_LOADED
     if not (exposed & spec.domains if spec.domains else exposed):
         return LeftOut.NOTHING_EXPOSED
