@@ -62,7 +62,8 @@ DEFAULT_HISTORY_BUDGET: Final = 4000
 DEFAULT_CONTINUE_MINUTES: Final = 5
 # Text clients (chat panel, API) start fresh unless the agent says otherwise.
 DEFAULT_CONTINUE_TEXT: Final = False
-DEFAULT_TOOL_CATEGORIES: Final = ["entities", "lights", "media", "weather"]
+# New agents get every category; "history" (issue 26) is offered only where the recorder runs.
+DEFAULT_TOOL_CATEGORIES: Final = ["entities", "lights", "media", "weather", "history"]
 # Ollama: the window sent with every request (bounded by the model's own context length);
 # without one, Ollama uses 4,096 tokens on machines with less than 24 GiB of GPU memory.
 DEFAULT_CONTEXT_WINDOW: Final = 8192

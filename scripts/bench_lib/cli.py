@@ -3,7 +3,8 @@
     python -m scripts.bench_lib [--quick] [--runs N] [--only NAME[,NAME...]] [--profile]
 
 Figures (by name or number): 1 overhead, 2 first_delta, 3 setup, 4 memory, 5 storage,
-6 prompt, 7 concurrency, 8 round_trips, 9 hostile, 10 local_prefill, 11 tokens, 12 reloads.
+6 prompt, 7 concurrency, 8 round_trips, 9 hostile, 10 local_prefill, 11 tokens, 12 reloads,
+13 outage, 14 history.
 The bench
 reports; it never fails on a missed target (exit 0), only on a crash of the bench itself.
 """
@@ -29,6 +30,7 @@ from typing import Any
 from . import (
     concurrency,
     fresh,
+    history,
     hostile,
     latency,
     local_prefill,
@@ -58,6 +60,7 @@ FIGURES = {
     "tokens": 11,
     "reloads": 12,
     "outage": 13,
+    "history": 14,
 }
 # The order figures run in: in-process ones first, the fresh processes last.
 RUN_ORDER = (
@@ -67,6 +70,7 @@ RUN_ORDER = (
     "local_prefill",
     "concurrency",
     "hostile",
+    "history",
     "storage",
     "outage",
     "fresh",
@@ -147,6 +151,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
         "fresh": lambda bench: fresh.measure(bench, figures),
         "reloads": reloads.measure,
         "outage": outage.measure,
+        "history": history.measure,
     }
     wanted = {
         "latency": bool(figures & set(latency.NEEDS)),
@@ -159,6 +164,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
         "fresh": bool(figures & {"setup", "memory"}),
         "reloads": "reloads" in figures,
         "outage": "outage" in figures,
+        "history": "history" in figures,
     }
     return {name: steps[name] for name in RUN_ORDER if wanted[name]}
 
@@ -174,6 +180,7 @@ STEP_FIGURES = {
     "fresh": (3, "setup and memory (fresh processes)"),
     "reloads": (12, "memory over entry reloads (fresh processes)"),
     "outage": (13, "a PostgreSQL outage while running"),
+    "history": (14, "loop stall while the history tool answers"),
 }
 
 

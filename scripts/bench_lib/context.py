@@ -34,6 +34,20 @@ TOOL_ANSWER = "The kitchen light is on."
 SUMMARY = "The person asked several times how warm the kitchen was and had its light turned on."
 
 
+# Our tool categories the bench's agents have: those they have had since the bench began.
+# History (issue 26) is left out: the bench's Home Assistant loads no recorder, so the tool
+# would never be offered anyway, and pinning keeps figures 1-4 and 11 about the same agent.
+BENCH_TOOL_CATEGORIES = ("entities", "lights", "media", "weather")
+
+
+def bench_agent_options() -> dict[str, Any]:
+    """A new agent's options (the config flow's defaults) with the bench's categories."""
+    # Imported here: the fresh-process workers must not import the integration early.
+    from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
+
+    return {**DEFAULT_AGENT_OPTIONS, "tool_categories": list(BENCH_TOOL_CATEGORIES)}
+
+
 def is_summary_request(body: Mapping[str, Any]) -> bool:
     """Our agent summarising old turns (agent/graph/history.py): no tools, a summary instruction."""
     if body.get("tools"):
@@ -101,9 +115,7 @@ async def assist_tool_name(hass: HomeAssistant, suffix: str) -> str:
 @asynccontextmanager
 async def running_bench(settings: Settings) -> AsyncIterator[Bench]:
     """Server, Home Assistant, the generated home and all three agents, then teardown."""
-    # Imported here: the fresh-process workers must not import the integration early.
-    from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
-
+    agent_options = bench_agent_options()
     async with TimedOllamaServer() as server:
         server.default_reply = Reply(text=ANSWER)
         server.side_routes.append(("summary", is_summary_request, Reply(text=SUMMARY)))
@@ -116,8 +128,8 @@ async def running_bench(settings: Settings) -> AsyncIterator[Bench]:
                 hass,
                 server.base_url,
                 {
-                    "ours": DEFAULT_AGENT_OPTIONS,
-                    "ours_compact": {**DEFAULT_AGENT_OPTIONS, "compact_context": True},
+                    "ours": agent_options,
+                    "ours_compact": {**agent_options, "compact_context": True},
                 },
             )
             core = core_entry(hass, server.base_url)
@@ -129,6 +141,6 @@ async def running_bench(settings: Settings) -> AsyncIterator[Bench]:
                 server=server,
                 agents={**agent_handles(hass, ours), **agent_handles(hass, core)},
                 lights=lights,
-                agent_options=dict(DEFAULT_AGENT_OPTIONS),
+                agent_options=agent_options,
                 turn_on_tool=await assist_tool_name(hass, "HassTurnOn"),
             )

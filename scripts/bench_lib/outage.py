@@ -17,7 +17,7 @@ import asyncio
 import time
 from typing import Any
 
-from .context import Bench
+from .context import Bench, bench_agent_options
 from .home import agent_handles, home_assistant, our_entry, setup_base, setup_entry
 from .report import Row, Stat, judged
 from .turns import converse
@@ -55,13 +55,12 @@ async def measure(bench: Bench) -> list[Row]:
 
 async def _outage(bench: Bench, running: Any, url: str) -> dict[str, Any]:
     """The sequence of the module docstring; wall times in seconds."""
-    from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
     from custom_components.langgraph_conversation.persistence import DATA_STORAGE
 
     result: dict[str, Any] = {"baseline": [], "during": [], "errors": []}
     async with home_assistant() as hass:
         await setup_base(hass)
-        entry = our_entry(hass, bench.server.base_url, {"ours": DEFAULT_AGENT_OPTIONS})
+        entry = our_entry(hass, bench.server.base_url, {"ours": bench_agent_options()})
         hass.config_entries.async_update_entry(
             entry, options={"storage": "postgresql", "postgres_url": url}
         )

@@ -23,6 +23,7 @@ class LoopLagProbe:
     """
 
     samples: list[tuple[float, float]] = field(default_factory=list)  # (woke, lag)
+    interval: float = INTERVAL  # how often it asks to wake (figure 14 asks every 5 ms)
     _task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -40,9 +41,9 @@ class LoopLagProbe:
     async def _run(self) -> None:
         while True:
             asked = time.perf_counter()
-            await asyncio.sleep(INTERVAL)
+            await asyncio.sleep(self.interval)
             woke = time.perf_counter()
-            self.samples.append((woke, max(0.0, woke - asked - INTERVAL)))
+            self.samples.append((woke, max(0.0, woke - asked - self.interval)))
 
     def max_lag(self, start: float, end: float) -> float:
         """The longest stall whose wake-up fell in [start, end] (perf_counter seconds).
@@ -50,7 +51,7 @@ class LoopLagProbe:
         The wake-up that ends a stall may come just after `end`; one interval of slack
         catches it.
         """
-        lags = [lag for woke, lag in self.samples if start <= woke <= end + INTERVAL * 2]
+        lags = [lag for woke, lag in self.samples if start <= woke <= end + self.interval * 2]
         return max(lags, default=0.0)
 
 

@@ -33,7 +33,7 @@ from homeassistant.components.homeassistant.exposed_entities import async_expose
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import area_registry as ar, entity_registry as er, floor_registry as fr
 
-from .context import Bench
+from .context import Bench, bench_agent_options
 from .home import (
     AgentHandle,
     agent_handles,
@@ -271,8 +271,7 @@ def _first(body: Mapping[str, Any]) -> dict[str, Any]:
 
 async def _measure_home(shape: HomeShape) -> dict[str, Any]:
     """Every agent's first request and conversations in one generated home."""
-    from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
-
+    agent_options = bench_agent_options()
     result: dict[str, Any] = {"first": {}, "conversations": {}}
     async with TimedOllamaServer() as server:
         server.default_reply = Reply(text="Fine.")
@@ -288,9 +287,9 @@ async def _measure_home(shape: HomeShape) -> dict[str, Any]:
                 hass,
                 server.base_url,
                 {
-                    "ours": DEFAULT_AGENT_OPTIONS,
-                    "ours_compact": {**DEFAULT_AGENT_OPTIONS, "compact_context": True},
-                    "ours_clock": {**DEFAULT_AGENT_OPTIONS, "llm_hass_api": []},
+                    "ours": agent_options,
+                    "ours_compact": {**agent_options, "compact_context": True},
+                    "ours_clock": {**agent_options, "llm_hass_api": []},
                 },
             )
             core = core_entry(hass, server.base_url)

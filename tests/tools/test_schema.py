@@ -177,7 +177,13 @@ def test_every_tool_of_ours_is_provider_safe() -> None:
     )
 
     specs = TOOLS.specs(TOOLS.categories)
-    assert {spec.category for spec in specs} == {"entities", "lights", "media", "weather"}
+    assert {spec.category for spec in specs} == {
+        "entities",
+        "lights",
+        "media",
+        "weather",
+        "history",
+    }
     names = [spec.name for spec in specs]
     assert len(names) == len(set(names))
     for spec in specs:

@@ -40,8 +40,9 @@ MEDIA_CONTROL = "home_media_control"
 MEDIA_PLAY = "home_media_play"
 MEDIA_STATUS = "home_media_status"
 WEATHER = "home_weather"
+HISTORY = "home_history"
 MEMORY = "memory"
-OURS = {FIND, GET_STATE, LIGHT, MEDIA_CONTROL, MEDIA_PLAY, MEDIA_STATUS, WEATHER}
+OURS = {FIND, GET_STATE, LIGHT, MEDIA_CONTROL, MEDIA_PLAY, MEDIA_STATUS, WEATHER, HISTORY}
 
 # Home shapes: the exposed entities (domain.object_id, state).
 HOMES: dict[str, list[tuple[str, str]]] = {
@@ -67,7 +68,7 @@ WITHOUT_API = {
     "lights and sensors, no weather, no media": {FIND, GET_STATE, LIGHT},
     "weather only": {FIND, GET_STATE, WEATHER},
     "media only": {FIND, GET_STATE, MEDIA_CONTROL, MEDIA_PLAY, MEDIA_STATUS},
-    "everything": OURS,
+    "everything": OURS - {HISTORY},  # history needs the recorder, which these homes lack
 }
 # With Assist: only what Assist's intents cannot do stays (media search and play, the
 # weather tool for its forecast). Entity search is left out: Assist's prompt lists every
@@ -159,8 +160,12 @@ PURPOSE: dict[str, tuple[str, str | None, bool]] = {
     MEDIA_PLAY: ("media", "media_player", False),
     MEDIA_STATUS: ("media", "media_player", True),
     WEATHER: ("weather", "weather", False),
+    HISTORY: ("history", None, False),
 }
-ALL_CATEGORIES = ("entities", "lights", "media", "weather")
+ALL_CATEGORIES = ("entities", "lights", "media", "weather", "history")
+# The integration each tool reads through: none of these homes loads the recorder, so
+# the history tool is left out wherever it is chosen (tests/tools/test_history.py offers it).
+NEEDS = {HISTORY: "recorder"}
 
 
 def _expected_reasons(
@@ -173,6 +178,8 @@ def _expected_reasons(
     for name, (category, domain, assist_does_it) in PURPOSE.items():
         if category not in categories:
             reasons[name] = LeftOut.NOT_CHOSEN
+        elif name in NEEDS:
+            reasons[name] = LeftOut.NOT_LOADED
         elif not (domain in domains if domain else domains):
             reasons[name] = LeftOut.NOTHING_EXPOSED
         elif assist and assist_does_it:

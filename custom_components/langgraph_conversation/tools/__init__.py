@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from . import entities, lights, media, weather
+from . import entities, history, lights, media, weather
 from .registry import ToolRegistry
 
-# Every tool of ours; agents choose by category ("entities", "lights", "media", "weather").
-TOOLS = ToolRegistry([*entities.SPECS, *lights.SPECS, *media.SPECS, *weather.SPECS])
+# Every tool of ours; agents choose by category ("entities", "lights", "media", "weather",
+# "history").
+TOOLS = ToolRegistry([*entities.SPECS, *lights.SPECS, *media.SPECS, *weather.SPECS, *history.SPECS])

@@ -59,6 +59,8 @@ class ToolSpec:
     # Home Assistant's intents that together do what this tool does: when the turn's API
     # offers all of them, this tool is left out (selection.py).
     covered_by: frozenset[str] = frozenset()
+    # Offered only where these integrations are loaded (the history tool needs the recorder).
+    integrations: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.name.startswith(TOOL_PREFIX):

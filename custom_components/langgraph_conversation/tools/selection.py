@@ -13,6 +13,8 @@ home_find_entities      kept: search by words, typos, aliases, areas and floors;
                         compact context, without the API, or when the window's trimming
                         replaces the listing (agent/graph/window.py)
 home_get_state          left out when GetLiveContext is offered (it reads states too)
+home_history            kept: Assist sees only the present. Left out where Home
+                        Assistant's recorder is not loaded (there is no history to read)
 home_light_control      left out when HassTurnOn, HassTurnOff and HassLightSet are offered
 home_media_control      left out when Assist's pause, resume, next, previous and volume
                         intents are offered
@@ -28,7 +30,7 @@ for one job make small models hesitate and cost tokens every turn.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -55,6 +57,8 @@ class LeftOut(StrEnum):
 
     # The agent did not choose the tool's category.
     NOT_CHOSEN = "category_not_chosen"
+    # An integration the tool reads through is not loaded (the recorder, for history).
+    NOT_LOADED = "integration_not_loaded"
     # No entity of the tool's domains (of any domain, for a tool without) is exposed.
     NOTHING_EXPOSED = "nothing_exposed"
     # The turn's API offers every one of Home Assistant's intents that do its job.
@@ -104,7 +108,7 @@ def choose_tools(
     left_out: dict[str, LeftOut] = {}
     fitting: list[ToolSpec] = []
     for spec in TOOLS.specs(TOOLS.categories):
-        reason = _reason_to_leave_out(spec, chosen, exposed, offered)
+        reason = _reason_to_leave_out(spec, chosen, hass.config.components, exposed, offered)
         if reason is None and listed and spec.name in LISTING_COVERS:
             reason = LeftOut.LISTING_IN_PROMPT
         if reason is not None:
@@ -123,11 +127,17 @@ def choose_tools(
 
 
 def _reason_to_leave_out(
-    spec: ToolSpec, chosen: set[str], exposed: set[str], offered: set[str]
+    spec: ToolSpec,
+    chosen: set[str],
+    loaded: Collection[str],
+    exposed: set[str],
+    offered: set[str],
 ) -> LeftOut | None:
     """Why the tool does not fit this agent, home and API (None: it fits)."""
     if spec.category not in chosen:
         return LeftOut.NOT_CHOSEN
+    if not all(name in loaded for name in spec.integrations):
+        return LeftOut.NOT_LOADED
     if not (exposed & spec.domains if spec.domains else exposed):
         return LeftOut.NOTHING_EXPOSED
     if spec.covered_by and spec.covered_by <= offered:
