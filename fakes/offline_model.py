@@ -68,6 +68,7 @@ HELP: Final = (
     '"what\'s the weather?" or "what\'s the forecast?", '
     '"pause the music", "resume the music" or "next song", '
     '"remember that my bike is blue" and later "what colour is my bike?", '
+    '"how long was the heat pump on today?" or "when did the backyard movement change?", '
     'and "unlock the front door" (I ask you to confirm first). '
     "For anything else, configure a real model."
 )
@@ -332,7 +333,7 @@ def answer(body: dict[str, Any]) -> Reply:
     said = " ".join(words(text))
     tools = Tools(body)
     home = home_entities(turn.system_prompt)
-    for handler in (remember, locks, garage, lights, media, weather, recall, greeting):
+    for handler in (remember, history, locks, garage, lights, media, weather, recall, greeting):
         if (reply := handler(text, said, turn, tools, home)) is not None:
             return reply
     return say(HELP)
@@ -580,6 +581,84 @@ _MEDIA_ACTIONS: Final = {
 }
 
 
+# Questions about the past, and what the history tool is asked for each.
+_HISTORY_ASKS: Final = (
+    (re.compile(r"\bhow long (?:was|were|did|has|have)\b"), "time_in_state"),
+    (re.compile(r"\bhow much (?:energy|electricity|power|water|gas)\b"), "total"),
+    (re.compile(r"\b(?:lowest|highest|warmest|coldest|average|mean)\b"), "min_max_mean"),
+    (re.compile(r"\bwhat was\b.*\bat \d{1,2}\b"), "value_at"),
+    (re.compile(r"\b(?:when did|when was|did anyone|last time)\b"), "changes"),
+)
+_HISTORY_PERIODS: Final = ("today", "yesterday", "this week", "last 7 days", "last 24 hours")
+# The states a question names, as the history tool matches them.
+_HISTORY_STATES: Final = {"on": "on", "open": "on", "opened": "on", "off": "off"}
+# What the history tool may be asked about (not the weather or people).
+_HISTORY_DOMAINS: Final = frozenset(
+    {"binary_sensor", "sensor", "switch", "light", "climate", "cover", "lock", "fan"}
+)
+
+
+def history(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
+    """Questions about the past: "when did the garage door open?", "how long was the heat
+    pump on today?", "what was the outside temperature at 7?", "how much energy did we use
+    yesterday?". Questions about what the person said ("when did I ...") are recall's."""
+    ask = next((ask for pattern, ask in _HISTORY_ASKS if pattern.search(said)), None)
+    if ask is None or re.search(r"\b(i|my|me|remember)\b", said):
+        return None
+    if (tool := tools.own("home_history")) is None:
+        return no_tool("look that up in the home's history")
+    arguments: dict[str, Any] = {"ask": ask}
+    entity = best_match(text, home, set(_HISTORY_DOMAINS))
+    if entity is None and ask == "total":
+        entity = next((e for e in home if "energy" in " ".join(e.names).casefold()), None)
+    if entity is not None:
+        arguments["name"] = entity.name
+    else:
+        arguments["name"] = " ".join(sorted(_asked(text))) or text
+    if period := next((p for p in _HISTORY_PERIODS if p in said), None):
+        arguments["period"] = period.replace(" ", "_")
+    if ask == "value_at" and (hour := re.search(r"\bat (\d{1,2})(?::(\d{2}))?\b", said)):
+        arguments["at"] = f"{int(hour.group(1)):02d}:{hour.group(2) or '00'}"
+    if ask in ("time_in_state", "changes"):
+        state = next((_HISTORY_STATES[w] for w in said.split() if w in _HISTORY_STATES), None)
+        if state is not None:
+            arguments["state"] = state
+        if ask == "changes":
+            arguments["limit"] = 3
+    return call(tool, arguments)
+
+
+def _history_answer(data: dict[str, Any]) -> str:
+    """The history tool's figures in a sentence or two."""
+    entity = data.get("entity", "It")
+    period = f" ({data['period']})" if data.get("period") else ""
+    note = f" {data['note']}" if data.get("note") else ""
+    if "changes" in data:
+        changes = [f"{c.get('to')} at {c.get('at')}" for c in data["changes"][:3]]
+        if not changes:
+            return f"{entity} did not change{period}.{note}"
+        return f"{entity} changed to " + "; ".join(changes) + f"{period}.{note}"
+    if "times" in data:
+        return (
+            f"{entity} was {data.get('state')} for {data.get('total')} in all, "
+            f"{data['times']} times{period}.{note}"
+        )
+    if "states" in data:
+        parts = [f"{v} for {f.get('total')}" for v, f in data["states"].items()]
+        return f"{entity} was " + ", ".join(parts) + f"{period}.{note}"
+    if "value" in data:
+        unit = f" {data['unit']}" if data.get("unit") else ""
+        return f"{entity} was {data['value']}{unit} at {data.get('at')}."
+    if "mean" in data:
+        return (
+            f"{entity}{period}: lowest {data.get('min')} at {data.get('min_at')}, highest "
+            f"{data.get('max')} at {data.get('max_at')}, on average {data['mean']}.{note}"
+        )
+    if "total" in data:
+        return f"{entity}: {data['total']} {data.get('unit') or ''}".rstrip() + f"{period}.{note}"
+    return f"{entity}:{note or ' nothing recorded.'}"
+
+
 def weather(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
     if not re.search(r"\b(weather|forecast|temperature outside|rain|sunny|warm outside)\b", said):
         return None
@@ -682,6 +761,8 @@ def describe(name: str, arguments: dict[str, Any], data: Any) -> str:
         if relevant := _about(memories, str(arguments.get("text", ""))):
             return f"You told me that {second_person(relevant[0])}."
         return "I have nothing saved about that."
+    if name == "home_history":
+        return _history_answer(data)
     if name == "home_media_play":
         return f"Now playing {data.get('playing')} on {data.get('player')}."
     if name == "home_media_status":

@@ -37,6 +37,7 @@ from custom_components.langgraph_conversation.tools.registry import ToolContext
 from custom_components.langgraph_conversation.tools.schema import sanitize_schema
 from custom_components.langgraph_conversation.tools.selection import LeftOut, choose_tools
 from fakes import FakeOpenAIServer, ToolCall
+from fakes.offline_model import OfflineModelServer
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.components.recorder import Recorder, history, statistics
@@ -45,7 +46,7 @@ from homeassistant.core import Context, HomeAssistant
 from homeassistant.setup import async_setup_component
 from homeassistant.util import dt as dt_util
 
-from ..conftest import agent_entity_id
+from ..conftest import add_test_entry, agent_entity_id
 from .conftest import ASSISTANT, bind
 
 HISTORY_TOOL = "home_history"
@@ -744,3 +745,30 @@ async def test_heating_question_in_a_conversation_turn(
     assert answer["times"] == len(on)
     assert abs(_seconds(answer["total"]) - sum(e - b for _, b, e in on)) <= 30
     assert litellm.token_counter(model="gpt-4o", text=tool_message["content"]) <= 200
+
+
+async def test_the_offline_stand_in_answers_a_history_question(
+    hass: HomeAssistant, home: Home, agent_options: dict[str, Any], socket_enabled: None
+) -> None:
+    """scripts/develop --offline-model: the scripted stand-in asks the history tool and
+    says its figures (the recorder's, for the generated heating)."""
+    entity = home.entities["switch.living_room_heating"]
+    start, end = _today(home.now)
+    on = [s for s in _held(entity.points, start, end) if s[0] == "on"]
+    async with OfflineModelServer() as server:
+        entry = add_test_entry(hass, server.api_base, agent_options)
+        assert await async_setup_component(hass, "conversation", {})
+        assert await async_setup_component(hass, "intent", {})
+        assert await hass.config_entries.async_setup(entry.entry_id)
+        await hass.async_block_till_done()
+        result = await conversation.async_converse(
+            hass,
+            "How long was the living room heating on today?",
+            None,
+            Context(),
+            agent_id=agent_entity_id(hass, entry),
+        )
+        speech = result.response.speech["plain"]["speech"]
+        assert speech.startswith("Living room heating was on for "), speech
+        assert f" in all, {len(on)} times (" in speech, speech
+        assert await hass.config_entries.async_unload(entry.entry_id)
