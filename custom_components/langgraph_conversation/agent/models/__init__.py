@@ -1,7 +1,7 @@
 """Model access through LiteLLM: settings and credentials, chat models and their
 streams, error classification, warm-up and shared clients, roles (fast, fallback), the
 model catalog, Ollama's options, embeddings, one streamed model call with its fallback,
-and one-shot calls (AI Task) that need no graph.
+one-shot calls (AI Task) that need no graph, and a look at one image (camera questions).
 
 The names here are what code outside this folder may use.
 """
@@ -24,6 +24,7 @@ from .model_call import stream_with_fallback
 from .ollama import bounded_settings, forget_model_windows, window_of
 from .one_shot import InvalidAnswer, TaskRequest, model_capabilities, run_task
 from .roles import ModelCache, ModelRole, RoleAccesses, RoleModel, RoleModels, role_access
+from .vision import Looker, look_at_image, looking_model
 
 __all__ = [
     "AnswerBuilder",
@@ -31,6 +32,7 @@ __all__ = [
     "EmbeddingError",
     "InvalidAnswer",
     "LiteLLMEmbedder",
+    "Looker",
     "ModelAccess",
     "ModelCache",
     "ModelRole",
@@ -49,6 +51,8 @@ __all__ = [
     "classify_error",
     "embedding_access",
     "forget_model_windows",
+    "look_at_image",
+    "looking_model",
     "model_capabilities",
     "provider_of",
     "role_access",
