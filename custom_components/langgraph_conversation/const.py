@@ -140,3 +140,9 @@ CONF_FALLBACK_MODEL: Final = "fallback_model"
 CONF_ACTIVITY_CONTENTS: Final = "activity_include_contents"
 # Fired on the event bus for every turn start/end, tool start/end and failure.
 EVENT_ACTIVITY: Final = "langgraph_conversation_activity"
+
+# Camera questions (tools/cameras.py): an agent option, off unless the owner turns it on,
+# and the model that looks when the agent's own cannot see (a form section like the fast
+# model's: CONF_MODEL, CONF_API_KEY, CONF_API_BASE).
+CONF_CAMERAS: Final = "look_through_cameras"
+CONF_VISION_MODEL: Final = "vision_model"
