@@ -560,3 +560,34 @@ async def test_untrusted_arguments_get_error_sentences(
         assert _tool_result(openai_server.requests[-1])["error"] == kind, arguments
     assert set(cameras.looked_at().values()) == {0}
     assert _looking_requests(openai_server) == []
+
+
+@pytest.mark.parametrize("agent_overrides", [CAMERA_AGENT])
+async def test_the_activity_event_says_which_camera_and_who(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Each look is a camera_viewed event (and trace entry) naming the camera, the user and
+    their person, fired as the person's action, between the tool's start and end."""
+    await setup_cameras(hass)
+    user = MockUser(name="Alice", is_owner=True).add_to_hass(hass)
+    hass.states.async_set("person.alice", "home", {"user_id": user.id, "friendly_name": "Alice"})
+    events: list[Event] = []
+    hass.bus.async_listen(EVENT_ACTIVITY, events.append)
+    openai_server.add_tool_calls([ToolCall(LOOK_TOOL, {"name": "Garden", "question": "Who?"})])
+    openai_server.add_text("A fox.")
+    openai_server.add_text("A fox is in the garden.")
+    await _ask(hass, setup_integration, "Who is in the garden?", Context(user_id=user.id))
+    await hass.async_block_till_done()
+    kinds = [event.data["type"] for event in events]
+    assert kinds == ["turn_start", "tool_start", "camera_viewed", "tool_end", "turn_end"]
+    viewed = events[2]
+    assert viewed.data["entity_id"] == "camera.garden"
+    assert viewed.data["user_id"] == user.id
+    assert viewed.data["person_id"] == "person.alice"
+    assert viewed.context.user_id == user.id
+    trace = async_get_traces()[-1].as_dict()
+    assert any(
+        (event["data"] or {}).get("langgraph_conversation_activity", {}).get("type")
+        == "camera_viewed"
+        for event in trace["events"]
+    )

@@ -124,7 +124,7 @@ _URL_SECRET_QUERY = re.compile(
 
 # An image as a data URL: its type stays, its bytes go (JSON or a repr may escape the
 # slashes of base64 with a backslash). One character class: a snapshot is a megabyte.
-_IMAGE_DATA_URL = re.compile(r"(?P<head>data:image/[\w.+-]+;base64,)[A-Za-z0-9+/=\\]+")
+_IMAGE_DATA_URL = re.compile(r"(?P<head>data:image\\?/[\w.+-]+;base64,)[A-Za-z0-9+/=\\]+")
 IMAGE_PLACEHOLDER = "**IMAGE**"
 
 
