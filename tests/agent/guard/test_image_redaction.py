@@ -6,20 +6,25 @@ import base64
 import json
 import logging
 import random
+from typing import Any
 
 import pytest
 
 from custom_components.langgraph_conversation.agent.guard import redaction
 
 
-def _images(count: int) -> list[tuple[str, bytes]]:
+def _images(count: int) -> list[Any]:
     """Seeded images of every format and size, some with bytes that base64 writes as "/"
     and "+" (escaped as "\\/" in JSON)."""
     rng = random.Random(7)
     kinds = ["image/jpeg", "image/png", "image/webp", "image/gif", "image/svg+xml"]
-    return [
+    images = [
         (rng.choice(kinds), bytes(rng.randrange(256) for _ in range(rng.randrange(1, 3000))))
         for _ in range(count)
+    ]
+    return [
+        pytest.param(kind, data, id=f"{index}-{kind}-{len(data)}")
+        for index, (kind, data) in enumerate(images)
     ]
 
 
