@@ -48,6 +48,7 @@ from custom_components.langgraph_conversation.tools.cameras import LOOK_TOOL, SN
 from custom_components.langgraph_conversation.tools.registry import CameraAccess, ToolContext
 from custom_components.langgraph_conversation.tools.selection import LeftOut, choose_tools
 from fakes import FakeOpenAIServer, ToolCall
+from fakes.offline_model import LITELLM_MODEL, OfflineModelServer
 from fakes.openai_server import images_of
 from homeassistant.components import conversation
 from homeassistant.components.camera import Camera
@@ -90,9 +91,12 @@ class SnapshotCamera(Camera):
 
     _attr_should_poll = False
 
-    def __init__(self, name: str, unique_id: str, image: bytes) -> None:
+    def __init__(
+        self, name: str, unique_id: str, image: bytes, content_type: str = "image/jpeg"
+    ) -> None:
         """A camera that is on and shows `image`."""
         super().__init__()
+        self.content_type = content_type
         self._attr_name = name
         self._attr_unique_id = unique_id
         self.image = image
@@ -122,10 +126,16 @@ UNEXPOSED = "camera.garage"
 
 
 async def setup_cameras(hass: HomeAssistant) -> Cameras:
-    """Five cameras with pictures of their own, all exposed but the garage's."""
+    """Five cameras with pictures of their own, all exposed but the garage's. The driveway's
+    says "image/jpg", as Home Assistant's demo camera does (sent as the standard image/jpeg)."""
     assert await async_setup_component(hass, "homeassistant", {})
     made = [
-        SnapshotCamera(name, name.lower().replace(" ", "_"), jpeg(SEED + index))
+        SnapshotCamera(
+            name,
+            name.lower().replace(" ", "_"),
+            jpeg(SEED + index),
+            "image/jpg" if name == "Driveway" else "image/jpeg",
+        )
         for index, name in enumerate(CAMERA_NAMES)
     ]
 
@@ -591,3 +601,36 @@ async def test_the_activity_event_says_which_camera_and_who(
         == "camera_viewed"
         for event in trace["events"]
     )
+
+
+async def test_the_offline_stand_in_answers_a_camera_question(
+    hass: HomeAssistant, socket_enabled: None
+) -> None:
+    """scripts/develop's stand-in model (fakes/offline_model.py) as the agent's model and its
+    vision model: "Who is at the front door?" calls the camera tool for the Front Door
+    camera, the stand-in (which cannot see) reads the picture's header, and the answer
+    says so in words."""
+    cameras = await setup_cameras(hass)
+    async with OfflineModelServer() as server:
+        entry = add_test_entry(
+            hass,
+            server.api_base,
+            {
+                **DEFAULT_AGENT_OPTIONS,
+                CONF_CAMERAS: True,
+                CONF_VISION_MODEL: {CONF_MODEL: LITELLM_MODEL},
+            },
+        )
+        assert await async_setup_component(hass, "conversation", {})
+        assert await hass.config_entries.async_setup(entry.entry_id)
+        await hass.async_block_till_done()
+        result = await _ask(hass, entry, "Who is at the front door?")
+        looks = [r for r in server.requests if images_of(r)]
+        await hass.config_entries.async_unload(entry.entry_id)
+    speech = result.response.speech["plain"]["speech"]
+    assert speech.startswith("Front Door: I am a scripted stand-in and cannot see"), speech
+    assert "a JPEG picture of 48 by 32 pixels" in speech
+    assert cameras.looked_at()["camera.front_door"] == 1
+    assert [images_of(r) for r in looks] == [
+        [("image/jpeg", cameras.entities["camera.front_door"].image)]
+    ]

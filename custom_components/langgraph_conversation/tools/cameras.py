@@ -39,6 +39,9 @@ LOOK_TIMEOUT = 120.0
 # Characters of the looking model's words passed on; a description, not an essay.
 MAX_DESCRIPTION_CHARS = 2000
 MAX_QUESTION_CHARS = 500
+# Content types cameras report for JPEGs that model APIs know by their standard name only
+# (Home Assistant's demo camera says "image/jpg").
+STANDARD_TYPES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg"}
 
 
 def _failure(kind: str, text: str) -> ToolFailure:
@@ -84,6 +87,7 @@ async def _snapshot(hass: HomeAssistant, entity_id: str) -> tuple[bytes, str]:
     except HomeAssistantError as err:
         raise _failure("unavailable", f"The camera gave no image ({err}).") from None
     content_type = (image.content_type or "").split(";", 1)[0].strip().lower()
+    content_type = STANDARD_TYPES.get(content_type, content_type)
     if not content_type.startswith("image/"):
         raise _failure("unavailable", "The camera gave no still image.")
     if len(image.content) > MAX_IMAGE_BYTES:
