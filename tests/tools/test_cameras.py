@@ -19,6 +19,7 @@ import logging
 from pathlib import Path
 import random
 from typing import Any
+from unittest.mock import patch
 
 from PIL import Image
 import pytest
@@ -54,7 +55,7 @@ from homeassistant.components import conversation
 from homeassistant.components.camera import Camera
 from homeassistant.components.conversation.trace import async_get_traces
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
-from homeassistant.const import EVENT_CALL_SERVICE, MATCH_ALL
+from homeassistant.const import EVENT_CALL_SERVICE, MATCH_ALL, Platform
 from homeassistant.core import Context, Event, HomeAssistant, callback
 from homeassistant.setup import async_setup_component
 
@@ -634,3 +635,34 @@ async def test_the_offline_stand_in_answers_a_camera_question(
     assert [images_of(r) for r in looks] == [
         [("image/jpeg", cameras.entities["camera.front_door"].image)]
     ]
+
+
+async def test_the_develop_demo_camera_answers_through_the_offline_stand_in(
+    hass: HomeAssistant, socket_enabled: None
+) -> None:
+    """What `scripts/develop --offline-model` sets up: Home Assistant's demo camera (which
+    says "image/jpg") exposed, the stand-in as model and vision model. The demo's JPEG
+    reaches the looking request as image/jpeg, and the answer reads its header."""
+    assert await async_setup_component(hass, "homeassistant", {})
+    with patch(
+        "homeassistant.components.demo.COMPONENTS_WITH_CONFIG_ENTRY_DEMO_PLATFORM",
+        [Platform.CAMERA],
+    ):
+        assert await async_setup_component(hass, "demo", {})
+        await hass.async_block_till_done()
+    async_expose_entity(hass, conversation.DOMAIN, "camera.demo_camera", True)
+    async with OfflineModelServer() as server:
+        looking = {CONF_CAMERAS: True, CONF_VISION_MODEL: {CONF_MODEL: LITELLM_MODEL}}
+        entry = add_test_entry(hass, server.api_base, {**DEFAULT_AGENT_OPTIONS, **looking})
+        assert await async_setup_component(hass, "conversation", {})
+        assert await hass.config_entries.async_setup(entry.entry_id)
+        await hass.async_block_till_done()
+        result = await _ask(hass, entry, "Who is at the front door?")
+        looks = [images_of(r) for r in server.requests if images_of(r)]
+        await hass.config_entries.async_unload(entry.entry_id)
+    speech = result.response.speech["plain"]["speech"]
+    assert speech.startswith("Demo camera: I am a scripted stand-in and cannot see"), speech
+    assert "a JPEG picture of" in speech
+    [[(mime_type, picture)]] = looks
+    assert mime_type == "image/jpeg"
+    assert Image.open(io.BytesIO(picture)).format == "JPEG"
