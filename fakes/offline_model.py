@@ -20,7 +20,10 @@ the system prompt, matched by words; "it" and "them" mean what the conversation 
 switched. "Remember that ..." goes to the agent's memory tool (action "remember") when it has one;
 "what colour is my bike?" is answered from the memories the agent puts into the prompt and
 from what the user said earlier in the conversation (the request carries both), else with
-its "recall" action. The stand-in itself keeps nothing between requests.
+its "recall" action. "Who is at the front door?" (or any question naming a camera) calls
+the camera tool when the agent may look through cameras; asked as the looking model, the
+stand-in cannot see, so it says what the picture's header tells (format, size). The
+stand-in itself keeps nothing between requests.
 
 Run it with `python -m fakes.offline_model` from the repository: it listens on a
 free port of 127.0.0.1 until SIGINT/SIGTERM, or until its parent process ends.
@@ -29,6 +32,7 @@ free port of 127.0.0.1 until SIGINT/SIGTERM, or until its parent process ends.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import contextvars
 from dataclasses import dataclass, field
@@ -69,7 +73,8 @@ HELP: Final = (
     '"pause the music", "resume the music" or "next song", '
     '"remember that my bike is blue" and later "what colour is my bike?", '
     '"how long was the heat pump on today?" or "when did the backyard movement change?", '
-    'and "unlock the front door" (I ask you to confirm first). '
+    '"unlock the front door" (I ask you to confirm first), '
+    'and "who is at the front door?" (when the agent may look through cameras). '
     "For anything else, configure a real model."
 )
 
@@ -322,6 +327,8 @@ def no_tool(what: str) -> Reply:
 
 def answer(body: dict[str, Any]) -> Reply:
     """The stand-in's whole behaviour: a reply to one chat completion request."""
+    if pictures := images_asked_about(body):
+        return say(" ".join(picture_header(picture) for picture in pictures))
     turn = Turn.of(body)
     if "summary of the conversation" in turn.system_prompt:
         return say(summary(turn.text))
@@ -333,7 +340,8 @@ def answer(body: dict[str, Any]) -> Reply:
     said = " ".join(words(text))
     tools = Tools(body)
     home = home_entities(turn.system_prompt)
-    for handler in (remember, history, locks, garage, lights, media, weather, recall, greeting):
+    handlers = (remember, cameras, history, locks, garage, lights, media, weather, recall, greeting)
+    for handler in handlers:
         if (reply := handler(text, said, turn, tools, home)) is not None:
             return reply
     return say(HELP)
@@ -418,6 +426,72 @@ def recall(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -
         )
     listed = "; ".join(second_person(fact) for fact in facts)
     return say(f"I don't know that. What you told me: {listed}.")
+
+
+_CAMERA_QUESTION = re.compile(
+    r"\b(cameras?|who is at|whos at|who is outside|is there a (car|parcel|package)|"
+    r"did the (parcel|package))\b"
+)
+
+
+def cameras(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
+    if _CAMERA_QUESTION.search(said) is None:
+        return None
+    tool = tools.own("home_camera_look")
+    if tool is None:
+        return say(
+            "I would look, but this agent may not look through cameras: turn on "
+            '"May look through cameras" in its settings (and give it a vision model).'
+        )
+    listed = [entity for entity in home if entity.domain == "camera"]
+    named = best_match(text, home, {"camera"})
+    if named is None and len(listed) == 1:
+        named = listed[0]
+    return call(tool, {"name": named.name if named else "", "question": text})
+
+
+def images_asked_about(body: dict[str, Any]) -> list[bytes]:
+    """The pictures in the request's last user message (the looking model's request)."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    users = [m for m in messages if m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    pictures = []
+    for part in content if isinstance(content, list) else []:
+        url = str(((part or {}).get("image_url") or {}).get("url", ""))
+        head, _, data = url.partition(";base64,")
+        if head.startswith("data:image/") and data:
+            with contextlib.suppress(ValueError):
+                pictures.append(base64.b64decode(data))
+    return pictures
+
+
+def _dimensions(picture: bytes) -> tuple[str, int, int] | None:
+    """Format, width and height from a PNG's or a JPEG's header."""
+    if picture.startswith(b"\x89PNG") and len(picture) >= 24:
+        return "PNG", int.from_bytes(picture[16:20], "big"), int.from_bytes(picture[20:24], "big")
+    if picture.startswith(b"\xff\xd8"):
+        index = 2
+        while index + 9 <= len(picture) and picture[index] == 0xFF:
+            marker, length = (
+                picture[index + 1],
+                int.from_bytes(picture[index + 2 : index + 4], "big"),
+            )
+            # Start of frame (not DHT, JPG or DAC, which share the range).
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                height = int.from_bytes(picture[index + 5 : index + 7], "big")
+                return "JPEG", int.from_bytes(picture[index + 7 : index + 9], "big"), height
+            index += 2 + length
+    return None
+
+
+def picture_header(picture: bytes) -> str:
+    """What a stand-in that cannot see can say about a picture."""
+    found = _dimensions(picture)
+    what = f"a {found[0]} picture of {found[1]} by {found[2]} pixels" if found else "a picture"
+    return (
+        f"I am a scripted stand-in and cannot see: I got {what} ({len(picture):,} bytes). "
+        "A model that sees images would describe what it shows."
+    )
 
 
 def greeting(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
@@ -763,6 +837,8 @@ def describe(name: str, arguments: dict[str, Any], data: Any) -> str:
         return "I have nothing saved about that."
     if name == "home_history":
         return _history_answer(data)
+    if name == "home_camera_look":
+        return f"{data.get('camera')}: {data.get('description')}"
     if name == "home_media_play":
         return f"Now playing {data.get('playing')} on {data.get('player')}."
     if name == "home_media_status":

@@ -4,6 +4,12 @@ and image generation (POST /v1/images/generations, scripted through `server.imag
 What LiteLLM's `openai/<name>` provider (the OpenAI SDK underneath) talks to, with
 `api_base=server.api_base`. Streams are server-sent events, `data: {chunk}` blocks
 ending with `data: [DONE]`, shaped like OpenAI's own.
+
+Image content parts (`{"type": "image_url", "image_url": {"url": ...}}`) are checked as
+OpenAI checks them before answering: only in user messages, an http(s) URL or a base64
+data URL of a JPEG, PNG, GIF or WebP image whose bytes are that format; anything else is
+refused with HTTP 400. `images_of(request)` gives a recorded request's images back as
+bytes, so a test can assert exactly which picture reached the model.
 """
 
 from __future__ import annotations
@@ -40,6 +46,14 @@ _ERROR_TYPES: Final = {
 _FINGERPRINT: Final = "fp_fake"
 EMBEDDING_DIMS: Final = 32
 _WORD = re.compile(r"[^\W_]+")
+# The image formats OpenAI accepts in a data URL, and how each one's bytes begin.
+IMAGE_SIGNATURES: Final = {
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
+_DATA_URL = re.compile(r"data:(?P<type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)", re.DOTALL)
 
 
 def word_vector(text: str, concepts: Mapping[str, str] | None = None) -> list[float]:
@@ -55,6 +69,76 @@ def word_vector(text: str, concepts: Mapping[str, str] | None = None) -> list[fl
         slot = int.from_bytes(hashlib.sha256(concept.encode()).digest()[:4], "big")
         vector[slot % EMBEDDING_DIMS] += 1.0
     return vector
+
+
+def _image_parts(body: Mapping[str, Any]) -> Iterator[tuple[int, str, Any]]:
+    """(message index, role, image_url value) of every image part of a request."""
+    for index, message in enumerate(body.get("messages") or []):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                yield index, str(message.get("role")), part.get("image_url")
+
+
+def _decoded_image(url: str) -> tuple[str, bytes] | str:
+    """A data URL's image type and bytes, or why OpenAI would refuse it."""
+    match = _DATA_URL.fullmatch(url)
+    if match is None:
+        return "Invalid image URL: expected an http(s) URL or a base64 data URL."
+    mime_type = match["type"].lower()
+    if mime_type not in IMAGE_SIGNATURES:
+        return f"Invalid image data URL: unsupported MIME type '{mime_type}'."
+    try:
+        data = base64.b64decode(match["data"], validate=True)
+    except ValueError:
+        return "Invalid image data URL: the data is not valid base64."
+    if not data.startswith(IMAGE_SIGNATURES[mime_type]):
+        return "You uploaded an unsupported image. Please make sure your image is valid."
+    return mime_type, data
+
+
+def images_of(body: Mapping[str, Any]) -> list[tuple[str, bytes]]:
+    """The images (type, bytes) of a recorded request's data URLs, in order."""
+    images = []
+    for _index, _role, value in _image_parts(body):
+        decoded = _decoded_image(str((value or {}).get("url", "")))
+        if isinstance(decoded, tuple):
+            images.append(decoded)
+    return images
+
+
+def _image_refusal(body: Mapping[str, Any]) -> ErrorReply | None:
+    """The 400 OpenAI answers a request with a misplaced or broken image part, if any."""
+    for index, role, value in _image_parts(body):
+        param = f"messages[{index}].content"
+        if role != "user":
+            return ErrorReply(
+                status=400,
+                message=f"Invalid '{param}': image parts are only allowed in user messages.",
+                code="invalid_value",
+                error_type="invalid_request_error",
+            )
+        url = value.get("url") if isinstance(value, dict) else None
+        if not isinstance(url, str):
+            return ErrorReply(
+                status=400,
+                message=f"Missing required parameter: '{param}.image_url.url'.",
+                code="missing_required_parameter",
+                error_type="invalid_request_error",
+            )
+        if url.startswith(("http://", "https://")):
+            continue
+        decoded = _decoded_image(url)
+        if isinstance(decoded, str):
+            return ErrorReply(
+                status=400,
+                message=decoded,
+                code="invalid_image_format",
+                error_type="invalid_request_error",
+            )
+    return None
 
 
 def _sse(data: Mapping[str, Any]) -> bytes:
@@ -276,6 +360,9 @@ class FakeOpenAIServer(FakeModelServer):
 
     def _wants_stream(self, body: Mapping[str, Any]) -> bool:
         return bool(body.get("stream", False))
+
+    def _prompt_refusal(self, body: Mapping[str, Any]) -> ErrorReply | None:
+        return _image_refusal(body)
 
     def _error_response(self, error: ErrorReply) -> web.Response:
         default_type = "server_error" if error.status >= 500 else "api_error"

@@ -9,6 +9,7 @@ upgrade that changes it shows up here first.
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator
 import gc
 import json
@@ -33,6 +34,7 @@ from custom_components.langgraph_conversation.agent.graph.tool_calls import (
 from custom_components.langgraph_conversation.agent.guard import Released
 from fakes import FakeOllamaServer, FakeOpenAIServer, Reply, ToolCall
 from fakes.offline_model import LITELLM_MODEL, OfflineModelServer
+from fakes.openai_server import images_of
 
 USER = [{"role": "user", "content": "Turn on the kitchen light and tell me the weather."}]
 
@@ -300,6 +302,49 @@ async def test_openai_refuses_wrong_key_and_unknown_model(
     response = await litellm.acompletion(**openai_call(openai_fake, api_key="sk-right"))
     assert response.choices[0].message.content == "Finally."
     assert [r["model"] for r in openai_fake.requests] == ["gpt-test", "x", "gpt-test"]
+
+
+# The beginning of a PNG, and of a JPEG (the fake checks a format's first bytes only).
+_PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+_JPEG = b"\xff\xd8\xff\xe0" + bytes(range(40, 90))
+
+
+def _with_image(url: Any, role: str = "user") -> list[dict[str, Any]]:
+    part = {"type": "image_url", "image_url": {"url": url}}
+    return [{"role": role, "content": [{"type": "text", "text": "What is this?"}, part]}]
+
+
+def _data_url(mime_type: str, data: bytes) -> str:
+    return f"data:{mime_type};base64,{base64.b64encode(data).decode()}"
+
+
+async def test_openai_image_parts(socket_enabled: None, openai_fake: FakeOpenAIServer) -> None:
+    """An image part passes LiteLLM's client as sent and is given back as bytes; one in a
+    message other than the user's, or not an image of its declared type, is refused
+    before the script, as OpenAI refuses it."""
+    openai_fake.add_text("A picture.")
+    response = await litellm.acompletion(
+        **openai_call(openai_fake, messages=_with_image(_data_url("image/png", _PNG)))
+    )
+    assert response.choices[0].message.content == "A picture."
+    assert images_of(openai_fake.requests[0]) == [("image/png", _PNG)]
+    refused = [
+        _with_image(_data_url("image/jpeg", _PNG)),
+        _with_image(_data_url("image/bmp", _JPEG)),
+        _with_image("data:image/jpeg;base64,not base64!"),
+        _with_image("a picture"),
+        _with_image(None),
+        [*USER, *_with_image(_data_url("image/jpeg", _JPEG), role="assistant")],
+    ]
+    for messages in refused:
+        with pytest.raises(litellm.BadRequestError):
+            await litellm.acompletion(**openai_call(openai_fake, messages=messages))
+    openai_fake.add_text("Another.")
+    await litellm.acompletion(
+        **openai_call(openai_fake, messages=_with_image(_data_url("image/jpeg", _JPEG)))
+    )
+    assert images_of(openai_fake.requests[-1]) == [("image/jpeg", _JPEG)]
+    assert openai_fake.pending_replies == 0
 
 
 async def test_openai_unscripted_requests(

@@ -26,6 +26,7 @@ from custom_components.langgraph_conversation.const import (
     CONF_TEMPERATURE,
     CONF_THINK,
     CONF_TOOL_CATEGORIES,
+    CONF_VISION_MODEL,
     DOMAIN,
     SUBENTRY_CONVERSATION,
     THINK_ON,
@@ -148,6 +149,7 @@ _OTHER: dict[str, Any] = {
     CONF_THINK: THINK_ON,
     CONF_FAST_MODEL: {CONF_MODEL: "openai/gpt-small"},
     CONF_FALLBACK_MODEL: {CONF_MODEL: "openai/gpt-other"},
+    CONF_VISION_MODEL: {CONF_MODEL: "openai/gpt-eyes"},
 }
 
 

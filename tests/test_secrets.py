@@ -42,6 +42,7 @@ from custom_components.langgraph_conversation.const import (
     CONF_MODEL,
     CONF_MODEL_RETRIES,
     CONF_THREAD_IDLE_DAYS,
+    CONF_VISION_MODEL,
     DOMAIN,
     EVENT_ACTIVITY,
     SUBENTRY_CONVERSATION,
@@ -275,13 +276,14 @@ DIAGNOSTICS_CASES = _sample(ALL_SHAPES, 48)
 async def test_diagnostics_hide_url_credentials_of_every_model(
     hass: HomeAssistant, index: int
 ) -> None:
-    """Entry, fast model, fallback model and embedding model: four URLs, none readable."""
-    # Four different shapes, one per place, so each place sees every kind across cases.
-    entry_url, fast_url, fallback_url, embedding_url = (
+    """Entry, fast model, fallback model, vision model and embedding model: five URLs,
+    none readable."""
+    # Five different shapes, one per place, so each place sees every kind across cases.
+    entry_url, fast_url, fallback_url, embedding_url, vision_url = (
         ALL_SHAPES[(ALL_SHAPES.index(DIAGNOSTICS_CASES[index]) + step * 7) % len(ALL_SHAPES)].build(
             port=8000 + step
         )
-        for step in range(4)
+        for step in range(5)
     )
     entry = MockConfigEntry(
         domain=DOMAIN,
@@ -302,6 +304,10 @@ async def test_diagnostics_hide_url_credentials_of_every_model(
                         CONF_MODEL: "ollama_chat/backup",
                         CONF_API_BASE: fallback_url.url,
                     },
+                    CONF_VISION_MODEL: {
+                        CONF_MODEL: "ollama_chat/llava",
+                        CONF_API_BASE: vision_url.url,
+                    },
                 },
                 subentry_type=SUBENTRY_CONVERSATION,
                 title="Agent",
@@ -316,10 +322,11 @@ async def test_diagnostics_hide_url_credentials_of_every_model(
         "embedding": diagnostics["entry"]["options"],
         "fast": diagnostics["agents"][0]["options"][CONF_FAST_MODEL],
         "fallback": diagnostics["agents"][0]["options"][CONF_FALLBACK_MODEL],
+        "vision": diagnostics["agents"][0]["options"][CONF_VISION_MODEL],
     }
     dumped = json.dumps(diagnostics)
     for place, credential in zip(
-        places, (entry_url, embedding_url, fast_url, fallback_url), strict=True
+        places, (entry_url, embedding_url, fast_url, fallback_url, vision_url), strict=True
     ):
         credential.assert_hidden_in(dumped, "diagnostics")
         credential.assert_redacted_in(json.dumps(places[place]), f"diagnostics' {place}")

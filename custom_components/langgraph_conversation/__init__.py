@@ -71,7 +71,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         api_base=entry.data.get(CONF_API_BASE),
     )
     # LiteLLM imports provider modules on its first call; do that off the event loop,
-    # for the agents' fast and fallback models too (other providers, local models).
+    # for the agents' fast, fallback and vision models too (other providers, local models).
     await hass.async_add_executor_job(_warm_up_all, _all_accesses(entry, access))
     storage = await async_acquire_storage(hass, entry)
     # Critical effects of the agents' tool calls wait for a yes (tools/effects.py).
@@ -109,7 +109,11 @@ def _all_accesses(entry: LangGraphConfigEntry, access: ModelAccess) -> list[Mode
     accesses = [access]
     for subentry in entry.subentries.values():
         roles = agent_roles(access, subentry.data)
-        accesses += [role for role in (roles.fast, roles.fallback) if role and role not in accesses]
+        accesses += [
+            role
+            for role in (roles.fast, roles.fallback, roles.vision)
+            if role and role not in accesses
+        ]
     return accesses
 
 

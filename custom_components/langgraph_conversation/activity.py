@@ -1,7 +1,8 @@
 """Visible activity: a turn's hooks become conversation trace entries and bus events.
 
-Every turn reports `turn_start`, `tool_start` / `tool_end` per tool call, `flagged` when
-untrusted text on its way to the model looks like an injection attempt, `error` if it
+Every turn reports `turn_start`, `tool_start` / `tool_end` per tool call, `camera_viewed`
+for each camera the agent looked through (which one, for whom; never the image), `flagged`
+when untrusted text on its way to the model looks like an injection attempt, `error` if it
 fails, and `turn_end` with its summary (its `flags` list everything flagged in the
 turn), as `langgraph_conversation_activity` events (for dashboards and automations)
 and in the Assist debug trace. The payload is documented in the README. It never holds
@@ -111,6 +112,14 @@ class ActivityReporter(TurnHooks):
             },
             {"tool_result": done.result}
             | ({"flag_positions": _where(done.flags)} if done.flags else {}),
+        )
+
+    def on_camera_viewed(self, entity_id: str, person_id: str | None) -> None:
+        """A camera was looked through for this turn (tools/cameras.py): which one, and
+        for whom (the user and their person); the image is never reported."""
+        self._report(
+            "camera_viewed",
+            {"entity_id": entity_id, "user_id": self._context.user_id, "person_id": person_id},
         )
 
     def on_flagged(self, flagged: TextFlagged) -> None:

@@ -58,6 +58,7 @@ from .const import (
     CONF_API_BASE,
     CONF_API_KEY,
     CONF_BASE_PROMPT,
+    CONF_CAMERAS,
     CONF_CHECKPOINTS_KEPT,
     CONF_COMPACT_CONTEXT,
     CONF_CONFIRM_ENTITIES,
@@ -90,6 +91,7 @@ from .const import (
     CONF_THINK,
     CONF_THREAD_IDLE_DAYS,
     CONF_TOOL_CATEGORIES,
+    CONF_VISION_MODEL,
     DEFAULT_AI_TASK_NAME,
     DEFAULT_AI_TASK_TEMPERATURE,
     DEFAULT_CONVERSATION_NAME,
@@ -503,6 +505,10 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
             **(_ollama_fields() if native_ollama else {}),
             vol.Optional(CONF_FAST_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
             vol.Optional(CONF_FALLBACK_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
+            # Camera questions: off by default; the vision model looks when the agent's
+            # own model cannot see images (or when the owner wants images to go there).
+            _agent_option(CONF_CAMERAS): BooleanSelector(),
+            vol.Optional(CONF_VISION_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
             _agent_option(CONF_ACTIVITY_CONTENTS): BooleanSelector(),
             _agent_option(CONF_REQUEST_TIMEOUT): NumberSelector(
                 NumberSelectorConfig(
@@ -537,7 +543,7 @@ def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str,
     ):
         if key in options:
             options[key] = int(options[key])
-    for key in (CONF_FAST_MODEL, CONF_FALLBACK_MODEL):
+    for key in (CONF_FAST_MODEL, CONF_FALLBACK_MODEL, CONF_VISION_MODEL):
         if role := _role_options(options.get(key)):
             options[key] = role
         else:

@@ -148,3 +148,8 @@ EVENT_ACTIVITY: Final = "langgraph_conversation_activity"
 # model the AI Task entity does not offer images.
 CONF_IMAGE_MODEL: Final = "image_model"
 CONF_IMAGE_FALLBACK_MODEL: Final = "image_fallback_model"
+# Camera questions (tools/cameras.py): an agent option, off unless the owner turns it on,
+# and the model that looks when the agent's own cannot see (a form section like the fast
+# model's: CONF_MODEL, CONF_API_KEY, CONF_API_BASE).
+CONF_CAMERAS: Final = "look_through_cameras"
+CONF_VISION_MODEL: Final = "vision_model"

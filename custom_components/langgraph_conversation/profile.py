@@ -32,6 +32,7 @@ from .const import (
     CONF_API_BASE,
     CONF_API_KEY,
     CONF_BASE_PROMPT,
+    CONF_CAMERAS,
     CONF_COMPACT_CONTEXT,
     CONF_CONFIRM_ENTITIES,
     CONF_CONTEXT_WINDOW,
@@ -55,6 +56,7 @@ from .const import (
     CONF_TEMPERATURE,
     CONF_THINK,
     CONF_TOOL_CATEGORIES,
+    CONF_VISION_MODEL,
     DEFAULT_AGENT_KIND,
     DEFAULT_AI_TASK_TEMPERATURE,
     DEFAULT_CONTEXT_WINDOW,
@@ -110,6 +112,10 @@ AGENT_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         CONF_FALLBACK_MODEL: None,
         CONF_ACTIVITY_CONTENTS: False,
         CONF_REQUEST_TIMEOUT: DEFAULT_REQUEST_TIMEOUT,
+        # Camera questions: off unless the owner turns them on; None: the agent's own
+        # model looks, when it sees images (agent/models/vision.py).
+        CONF_CAMERAS: False,
+        CONF_VISION_MODEL: None,
     }
 )
 
@@ -190,7 +196,8 @@ def agent_kind(options: Mapping[str, Any]) -> AgentKind:
 
 
 def agent_roles(main: ModelAccess, options: Mapping[str, Any]) -> RoleAccesses:
-    """The fast and fallback models an agent chose (form sections), under the key rule."""
+    """The fast, fallback and vision models an agent chose (form sections), under the
+    key rule."""
 
     def chosen(key: str) -> ModelAccess | None:
         section = option(options, key) or {}
@@ -198,7 +205,11 @@ def agent_roles(main: ModelAccess, options: Mapping[str, Any]) -> RoleAccesses:
             main, section.get(CONF_MODEL), section.get(CONF_API_KEY), section.get(CONF_API_BASE)
         )
 
-    return RoleAccesses(fast=chosen(CONF_FAST_MODEL), fallback=chosen(CONF_FALLBACK_MODEL))
+    return RoleAccesses(
+        fast=chosen(CONF_FAST_MODEL),
+        fallback=chosen(CONF_FALLBACK_MODEL),
+        vision=chosen(CONF_VISION_MODEL),
+    )
 
 
 def knowledge_source(hass: HomeAssistant, subentry: ConfigSubentry) -> KnowledgeSource:
@@ -266,6 +277,8 @@ class AgentProfile:
     # its previous one, and whether text clients' conversations do too (agent/memory/threads.py).
     continue_minutes: int
     continue_text: bool
+    # Whether the agent may look through the cameras exposed to it (tools/cameras.py).
+    look_through_cameras: bool = False
 
     @property
     def uses_tools(self) -> bool:
@@ -311,4 +324,5 @@ def agent_profile(hass: HomeAssistant, subentry: ConfigSubentry, main: ModelAcce
         activity_contents=bool(option(options, CONF_ACTIVITY_CONTENTS)),
         continue_minutes=option(options, CONF_CONTINUE_MINUTES),
         continue_text=bool(option(options, CONF_CONTINUE_TEXT)),
+        look_through_cameras=uses_tools and bool(option(options, CONF_CAMERAS)),
     )

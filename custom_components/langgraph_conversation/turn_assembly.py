@@ -5,7 +5,8 @@ result; what the turn is made of is gathered here, in one place: the request as 
 gets it, the thread (parties.py), the system prompt (Home Assistant's, reworded, its entity
 listing dense or compact, its clock moved out, flagged names named again), the tools
 (tools/selection.py), what others said in the conversation meanwhile, who asks and from
-where. Whatever is read from the home is read by tools/.
+where, and for an agent that may look through cameras, the model that looks (nothing of it
+is done for an agent that may not). Whatever is read from the home is read by tools/.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from homeassistant.util import dt as dt_util
 from .activity import ActivityReporter
 from .agent.events import TextFlagged
 from .agent.guard import Requester, clean_text
+from .agent.models import look_at_image, looking_model
 from .agent.runtime import AgentRuntime, Turn
 from .const import DOMAIN, MAX_REQUEST_CHARS
 from .parties import thread_request
@@ -33,7 +35,7 @@ from .tools.effects import EffectScope
 from .tools.listing import dense_system_prompt
 from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice, speaker
 from .tools.people import person_of_user
-from .tools.registry import ToolContext
+from .tools.registry import CameraAccess, ToolContext
 from .tools.selection import choose_tools
 from .window_issue import WindowIssueReporter
 
@@ -131,6 +133,40 @@ def compact_instructions(
     return compact
 
 
+async def camera_access(
+    runtime: AgentRuntime,
+    profile: AgentProfile,
+    reporter: ActivityReporter,
+    person_id: str | None,
+) -> CameraAccess | None:
+    """How this turn's camera tool looks: the agent's model that sees images, answering as
+    a task does (retries, fallback, error kinds); None when no model of the agent sees.
+
+    Each camera looked at is reported (which one, for whom); the image goes only into the
+    looking model's request.
+    """
+    looker = await looking_model(runtime.access, profile.agent.roles)
+    if looker is None:
+        return None
+    agent = profile.agent
+
+    async def look(image: bytes, content_type: str, question: str) -> str:
+        return await look_at_image(
+            looker,
+            runtime.models,
+            image=image,
+            content_type=content_type,
+            question=question,
+            settings=agent.settings,
+            retries=agent.model_retries,
+        )
+
+    def viewed(entity_id: str) -> None:
+        reporter.on_camera_viewed(entity_id, person_id)
+
+    return CameraAccess(look=look, viewed=viewed)
+
+
 async def assemble_turn(
     hass: HomeAssistant,
     runtime: AgentRuntime,
@@ -147,6 +183,15 @@ async def assemble_turn(
     prompt, clock, names = system_prompt(hass, profile, chat_log)
     # The thread of this conversation and this party (agent/memory/threads.py).
     thread = await runtime.choose_thread(thread_request(profile, user_input, chat_log), now)
+    activity = ActivityReporter(
+        hass,
+        chat_log,
+        agent_id=agent_entity_id,
+        context=user_input.context,
+        device_id=user_input.device_id,
+        include_contents=profile.activity_contents,
+    )
+    person_id = person_of_user(hass, user_input.context.user_id)
     tools = choose_tools(
         ToolContext(
             hass=hass,
@@ -154,10 +199,16 @@ async def assemble_turn(
             language=user_input.language,
             device_id=user_input.device_id,
             assistant=conversation.DOMAIN,
+            cameras=(
+                await camera_access(runtime, profile, activity, person_id)
+                if profile.look_through_cameras
+                else None
+            ),
         ),
         chat_log.llm_api,
         profile.tool_categories,
         prompt,
+        cameras=profile.look_through_cameras,
     )
     _LOGGER.debug("%s: tools left out: %s", profile.name, dict(tools.left_out))
     # A satellite without a device in the registry still is someone speaking.
@@ -174,17 +225,7 @@ async def assemble_turn(
         compact_tools=tools.if_listing_dropped,
         # What others said in a conversation id another party used too is theirs.
         earlier=() if thread.shared else earlier_content(chat_log, agent_entity_id),
-        hooks=(
-            ActivityReporter(
-                hass,
-                chat_log,
-                agent_id=agent_entity_id,
-                context=user_input.context,
-                device_id=user_input.device_id,
-                include_contents=profile.activity_contents,
-            ),
-            WindowIssueReporter(hass, profile.agent_id, profile.name),
-        ),
+        hooks=(activity, WindowIssueReporter(hass, profile.agent_id, profile.name)),
         voice=bool(satellite),
         speaker=speaker(hass, user_input.device_id),
         clock=clock,
@@ -194,7 +235,7 @@ async def assemble_turn(
             device_id=satellite,
             conversation_id=chat_log.conversation_id,
         ),
-        person_id=person_of_user(hass, user_input.context.user_id),
+        person_id=person_id,
         now=now,
         flagged=(
             *flagged_speaker_names(hass, user_input.device_id),

@@ -12,10 +12,12 @@ python scripts/develop_lib/config.py prepare CONFIG_DIR PORT  (before Home Assis
     preferred Assist pipeline at its entity.
     With --offline-model API_BASE (scripts/develop --offline-model, the scripted stand-in
     model of fakes/offline_model.py listening there): keeps one entry for the
-    stand-in (model openai/offline-demo) pointed at API_BASE (a new one also gets an AI Task
-    whose image model is the stand-in's, for ai_task.generate_image), points the preferred Assist
-    pipeline at its agent, and exposes the demo locks and weather entities to Assist
-    (Home Assistant does not expose those domains by default; the demo phrases need them).
+    stand-in (model openai/offline-demo) pointed at API_BASE, points the preferred Assist
+    pipeline at its agent, and exposes the demo locks, weather entities and camera to
+    Assist (Home Assistant does not expose those domains by default; the demo phrases need
+    them). A new stand-in agent may look through cameras, the stand-in as its vision model;
+    a new entry also gets an AI Task whose image model is the stand-in's, for
+    ai_task.generate_image.
     Then prints, one per line, the requirements of the integrations this configuration
     sets up that the virtualenv lacks (scripts/develop installs them: Home Assistant runs
     with --skip-pip). Notes go to stderr.
@@ -76,7 +78,15 @@ OFFLINE_EXPOSE_UNREGISTERED = (
     "lock.kitchen_door",
     "lock.poorly_installed_door",
     "lock.openable_lock",
+    # For "who is at the front door?": the demo camera has no unique id either.
+    "camera.demo_camera",
 )
+# A new stand-in agent may look through cameras; the stand-in is its vision model too
+# (LiteLLM's map does not know it sees, and it cannot: it reads the picture's header).
+OFFLINE_AGENT_OPTIONS: dict[str, Any] = {
+    "look_through_cameras": True,
+    "vision_model": {"model": OFFLINE_MODEL},
+}
 OFFLINE_EXPOSE_REGISTERED = {
     # (domain, platform, unique_id): entity_id
     ("weather", "demo", "demo-weather-south"): "weather.demo_weather_south",
@@ -269,6 +279,7 @@ def seed_offline_entry(config_dir: Path, api_base: str) -> str:
             OFFLINE_AGENT_TITLE,
         )
         entry["subentries"].append(offline_ai_task())
+        entry["subentries"][0]["data"].update(OFFLINE_AGENT_OPTIONS)
         entries.append(entry)
         note(f"configured {DOMAIN} for the offline stand-in model (entry {entry['entry_id']})")
     elif entry["data"].get("api_base") != api_base or entry.get("disabled_by"):
@@ -349,7 +360,8 @@ def new_registry_entry(entity_id: str, unique_id: str, platform: str) -> Any:
 
 
 def expose_offline_demo(config_dir: Path) -> list[str]:
-    """Exposes the demo locks and weather entities to Assist; returns the ones changed."""
+    """Exposes the demo locks, weather entities and camera to Assist; returns the ones
+    changed."""
     from types import SimpleNamespace
 
     from homeassistant.components.homeassistant import exposed_entities

@@ -41,6 +41,7 @@ MEDIA_PLAY = "home_media_play"
 MEDIA_STATUS = "home_media_status"
 WEATHER = "home_weather"
 HISTORY = "home_history"
+CAMERA = "home_camera_look"
 MEMORY = "memory"
 OURS = {FIND, GET_STATE, LIGHT, MEDIA_CONTROL, MEDIA_PLAY, MEDIA_STATUS, WEATHER, HISTORY}
 
@@ -186,6 +187,9 @@ def _expected_reasons(
             reasons[name] = LeftOut.INTENTS_DO_IT
         elif listed and name == FIND:
             reasons[name] = LeftOut.LISTING_IN_PROMPT
+    # The camera tool is no category: off unless the agent may look through cameras
+    # (tests/tools/test_cameras.py has its other reasons).
+    reasons[CAMERA] = LeftOut.CAMERAS_NOT_ALLOWED
     return reasons
 
 

@@ -30,6 +30,17 @@ TOOL_PREFIX = "home_"
 
 
 @dataclass(frozen=True, slots=True)
+class CameraAccess:
+    """How a turn's camera tool looks (cameras.py); a turn has one only when its agent may
+    look through cameras and has a model that sees."""
+
+    # (the image's bytes, its content type, the question) → the looking model's words.
+    look: Callable[[bytes, str, str], Awaitable[str]]
+    # Told the entity id of each camera looked at (the activity event says who looked).
+    viewed: Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
 class ToolContext:
     """Where a tool call comes from; handed to every handler."""
 
@@ -39,6 +50,8 @@ class ToolContext:
     device_id: str | None = None
     assistant: str = "conversation"
     timeout: float = DEFAULT_TOOL_TIMEOUT
+    # None: this turn may not look through cameras.
+    cameras: CameraAccess | None = None
 
 
 type ToolHandler = Callable[[ToolContext, dict[str, Any]], Awaitable[Any]]
@@ -61,6 +74,8 @@ class ToolSpec:
     covered_by: frozenset[str] = frozenset()
     # Offered only where these integrations are loaded (the history tool needs the recorder).
     integrations: frozenset[str] = frozenset()
+    # Seconds a call may take, when the turn's (ToolContext.timeout) is too short for it.
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not self.name.startswith(TOOL_PREFIX):
@@ -98,14 +113,15 @@ class ToolRegistry:
 
 async def run_handler(spec: ToolSpec, tool_context: ToolContext, arguments: dict[str, Any]) -> Any:
     """Run a handler with a timeout; Home Assistant errors become errors the model reads."""
+    timeout = spec.timeout or tool_context.timeout
     try:
-        async with asyncio.timeout(tool_context.timeout):
+        async with asyncio.timeout(timeout):
             return await spec.handler(tool_context, arguments)
     except TimeoutError:
         raise ToolFailure(
             {
                 "error": "timeout",
-                "error_text": f"{spec.name} did not finish within {tool_context.timeout:g} seconds",
+                "error_text": f"{spec.name} did not finish within {timeout:g} seconds",
             }
         ) from None
     except HomeAssistantError as err:

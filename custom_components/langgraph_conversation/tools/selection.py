@@ -22,6 +22,10 @@ home_media_play         kept: searches a player's library and plays the best mat
 home_media_status       left out when GetLiveContext is offered (it shows players' states)
 home_weather            kept: Assist has no forecast (the same tool says the weather now,
                         one tool costing fewer tokens than two)
+home_camera_look        not a category: offered only when the agent may look through
+                        cameras (its own option, off by default) and a model of the
+                        agent sees images (the turn's ToolContext.cameras); Assist cannot
+                        look at all
 
 Each is also left out when no exposed entity of its domain exists: a weather tool in a
 home without a weather entity only costs tokens and invites a wrong call, and two tools
@@ -41,6 +45,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.helpers import llm
 
 from . import TOOLS
+from .cameras import SPECS as CAMERA_SPECS
 from .context import entity_listing
 from .ha_llm_api import tools_from_llm_api
 from .media import PLAY_TOOL
@@ -66,6 +71,10 @@ class LeftOut(StrEnum):
     # The prompt's entity listing already tells what it would find; offered only if the
     # window's trimming replaces the listing (ToolChoice.if_listing_dropped).
     LISTING_IN_PROMPT = "listing_in_prompt"
+    # The agent's owner did not let it look through cameras (the camera tool only).
+    CAMERAS_NOT_ALLOWED = "cameras_not_allowed"
+    # No model of the agent sees images (the camera tool only).
+    NO_VISION_MODEL = "no_vision_model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +106,12 @@ def choose_tools(
     api: llm.APIInstance | None,
     categories: Iterable[str],
     system_prompt: str,
+    *,
+    cameras: bool = False,
 ) -> ToolChoice:
     """The tools of a turn of `tool_context`'s assistant: all of the turn's API tools, and
-    those of our chosen categories that fit this home, this API and this prompt."""
+    those of our chosen categories that fit this home, this API and this prompt; the camera
+    tool when the agent may look through cameras (`cameras`) and has a model that sees."""
     hass = tool_context.hass
     chosen = set(categories)
     exposed = _exposed_domains(hass, tool_context.assistant)
@@ -115,6 +127,11 @@ def choose_tools(
             left_out[spec.name] = reason
         if reason in (None, LeftOut.LISTING_IN_PROMPT):
             fitting.append(spec)
+    for spec in CAMERA_SPECS:
+        if (reason := _camera_reason(tool_context, cameras, exposed)) is None:
+            fitting.append(spec)
+        else:
+            left_out[spec.name] = reason
     bound = as_langchain_tools(fitting, tool_context, floors=home_has_floors(hass))
     own_tools = tuple(tool for tool in bound if tool.name not in left_out)
     play_tool = PLAY_TOOL if any(tool.name == PLAY_TOOL for tool in own_tools) else None
@@ -142,6 +159,17 @@ def _reason_to_leave_out(
         return LeftOut.NOTHING_EXPOSED
     if spec.covered_by and spec.covered_by <= offered:
         return LeftOut.INTENTS_DO_IT
+    return None
+
+
+def _camera_reason(tool_context: ToolContext, allowed: bool, exposed: set[str]) -> LeftOut | None:
+    """Why the camera tool does not fit this agent and home (None: it fits)."""
+    if not allowed:
+        return LeftOut.CAMERAS_NOT_ALLOWED
+    if "camera" not in exposed:
+        return LeftOut.NOTHING_EXPOSED
+    if tool_context.cameras is None:
+        return LeftOut.NO_VISION_MODEL
     return None
 
 

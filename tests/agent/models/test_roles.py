@@ -26,12 +26,14 @@ from custom_components.langgraph_conversation.const import (
     CONF_AGENT_KIND,
     CONF_API_BASE,
     CONF_API_KEY,
+    CONF_CAMERAS,
     CONF_FALLBACK_MODEL,
     CONF_FAST_MODEL,
     CONF_HISTORY_BUDGET,
     CONF_MODEL,
     CONF_MODEL_RETRIES,
     CONF_REQUEST_TIMEOUT,
+    CONF_VISION_MODEL,
     DOMAIN,
     EVENT_ACTIVITY,
     SUBENTRY_CONVERSATION,
@@ -320,7 +322,8 @@ async def test_failing_fallback_gives_its_sentence(
 async def test_agent_form_stores_roles_as_sections(
     hass: HomeAssistant, setup_integration: MockConfigEntry
 ) -> None:
-    """Fast and fallback models are collapsed sections; empty ones are not stored."""
+    """Fast, fallback and vision models are collapsed sections (the vision model next to
+    the camera option it serves); empty ones are not stored."""
     entry = setup_integration
     result = await hass.config_entries.subentries.async_init(
         (entry.entry_id, SUBENTRY_CONVERSATION), context={"source": config_entries.SOURCE_USER}
@@ -328,9 +331,11 @@ async def test_agent_form_stores_roles_as_sections(
     schema = result["data_schema"].schema
     keys = [str(key) for key in schema]
     retries = keys.index(CONF_MODEL_RETRIES)
-    assert keys[retries + 1 : retries + 4] == [
+    assert keys[retries + 1 : retries + 6] == [
         CONF_FAST_MODEL,
         CONF_FALLBACK_MODEL,
+        CONF_CAMERAS,
+        CONF_VISION_MODEL,
         CONF_ACTIVITY_CONTENTS,
     ]
     fast_section = next(value for key, value in schema.items() if str(key) == CONF_FAST_MODEL)
@@ -343,6 +348,7 @@ async def test_agent_form_stores_roles_as_sections(
             "name": "Roles",
             CONF_FAST_MODEL: {CONF_MODEL: " openai/small ", CONF_API_KEY: "  "},
             CONF_FALLBACK_MODEL: {CONF_API_KEY: "sk-without-model"},
+            CONF_VISION_MODEL: {CONF_MODEL: " openai/gpt-4o-mini ", CONF_API_BASE: " "},
             CONF_ACTIVITY_CONTENTS: True,
         },
     )
@@ -351,6 +357,8 @@ async def test_agent_form_stores_roles_as_sections(
     agent = next(s for s in entry.subentries.values() if s.title == "Roles")
     assert agent.data[CONF_FAST_MODEL] == {CONF_MODEL: "openai/small"}
     assert CONF_FALLBACK_MODEL not in agent.data
+    assert agent.data[CONF_VISION_MODEL] == {CONF_MODEL: "openai/gpt-4o-mini"}
+    assert agent.data[CONF_CAMERAS] is False
     assert agent.data[CONF_ACTIVITY_CONTENTS] is True
 
     # Reconfiguring shows the stored section values.

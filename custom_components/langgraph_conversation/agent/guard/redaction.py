@@ -20,6 +20,11 @@ logger, not those of its children, so `install_redaction` attaches it to every e
 those libraries and to the child loggers they create later by fixed names. Loggers run
 filters after the level check, so the filter only costs anything when a line is emitted.
 
+Images are kept out the same way: a base64 image data URL (a camera snapshot on its way to
+the model that looks, an AI Task's attachment) is cut to its type wherever the filter
+runs, since LiteLLM's curl line and the OpenAI SDK's request options at DEBUG carry the
+whole request body, and a camera's picture of the home has no place in a pasted log.
+
 The same redaction (`redact`, `redact_data`) serves diagnostics, activity events and
 traces, and the error texts that reach logs, threads and people.
 
@@ -115,6 +120,19 @@ _URL_SECRET_QUERY = re.compile(
     + r")=)(?P<value>[^&#\s'\"<>\\]+)",
     re.IGNORECASE,
 )
+
+
+# An image as a data URL: its type stays, its bytes go (JSON or a repr may escape the
+# slashes of base64 with a backslash). One character class: a snapshot is a megabyte.
+_IMAGE_DATA_URL = re.compile(r"(?P<head>data:image\\?/[\w.+-]+;base64,)[A-Za-z0-9+/=\\]+")
+IMAGE_PLACEHOLDER = "**IMAGE**"
+
+
+def redact_images(text: str) -> str:
+    """`text` with the bytes of every base64 image data URL replaced."""
+    if "base64," not in text:
+        return text
+    return _IMAGE_DATA_URL.sub(lambda match: f"{match['head']}{IMAGE_PLACEHOLDER}", text)
 
 
 def looks_like_token(text: str) -> bool:
@@ -218,7 +236,9 @@ class SecretRedactingFilter(logging.Filter):
             self.add(secret)
 
     def redact(self, text: str) -> str:
-        """`text` with every known secret and every URL's credentials replaced."""
+        """`text` with every known secret, every URL's credentials and every image's
+        bytes replaced."""
+        text = redact_images(text)
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, PLACEHOLDER)

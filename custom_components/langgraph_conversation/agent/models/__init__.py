@@ -1,7 +1,8 @@
 """Model access through LiteLLM: settings and credentials, chat models and their
 streams, error classification, warm-up and shared clients, roles (fast, fallback), the
 model catalog, Ollama's options, embeddings, one streamed model call with its fallback,
-one-shot calls (AI Task) that need no graph, and images (AI Task's generate_image).
+one-shot calls (AI Task) that need no graph, images (AI Task's generate_image), and a look
+at one image (camera questions).
 
 The names here are what code outside this folder may use.
 """
@@ -33,6 +34,7 @@ from .model_call import stream_with_fallback
 from .ollama import bounded_settings, forget_model_windows, window_of
 from .one_shot import InvalidAnswer, TaskRequest, model_capabilities, run_task
 from .roles import ModelCache, ModelRole, RoleAccesses, RoleModel, RoleModels, role_access
+from .vision import Looker, look_at_image, looking_model
 
 __all__ = [
     "INVALID_IMAGE",
@@ -44,6 +46,7 @@ __all__ = [
     "ImageRequest",
     "InvalidAnswer",
     "LiteLLMEmbedder",
+    "Looker",
     "ModelAccess",
     "ModelCache",
     "ModelRole",
@@ -65,6 +68,8 @@ __all__ = [
     "forget_model_windows",
     "generate_image",
     "image_models",
+    "look_at_image",
+    "looking_model",
     "model_capabilities",
     "provider_of",
     "role_access",

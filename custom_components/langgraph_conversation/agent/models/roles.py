@@ -1,9 +1,10 @@
 """Model roles: which model does what for an agent, and when the fallback takes over.
 
 An agent has a `main` model (the entry's), optionally a `fast` one for housekeeping
-(summaries of long threads, query rewriting, memory extraction) and optionally a
+(summaries of long threads, query rewriting, memory extraction), optionally a
 `fallback` that answers when the main model fails with an error that may pass on
-another provider (rate limit, server error, dropped connection, timeout).
+another provider (rate limit, server error, dropped connection, timeout), and
+optionally a `vision` model that looks at camera images (vision.py).
 
 Key reuse rule: a role that names no key of its own borrows the entry's key (and base
 URL) only when it speaks to the same place, that is the same LiteLLM provider prefix
@@ -61,10 +62,12 @@ def falls_back(err: BaseException) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RoleAccesses:
-    """The models one agent chose for its roles; None means the main model / no fallback."""
+    """The models one agent chose for its roles; None means the main model / no fallback
+    / no model of its own for images."""
 
     fast: ModelAccess | None = None
     fallback: ModelAccess | None = None
+    vision: ModelAccess | None = None
 
 
 @dataclass(frozen=True, slots=True)
