@@ -72,7 +72,7 @@ HELP: Final = (
     '"what\'s the weather?" or "what\'s the forecast?", '
     '"pause the music", "resume the music" or "next song", '
     '"remember that my bike is blue" and later "what colour is my bike?", '
-    '"how long was the heat pump on today?" or "when did the backyard movement change?", '
+    '"how long were the decorative lights on today?" or "when did the backyard movement change?", '
     '"unlock the front door" (I ask you to confirm first), '
     'and "who is at the front door?" (when the agent may look through cameras). '
     "For anything else, configure a real model."

@@ -24,6 +24,7 @@ from custom_components.langgraph_conversation.const import (
     CONF_API_KEY,
     CONF_MODEL,
     DOMAIN,
+    SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
 )
 from fakes import FakeOllamaServer, FakeOpenAIServer
@@ -141,6 +142,35 @@ def agent_options(agent_overrides: dict[str, Any]) -> dict[str, Any]:
     return {**DEFAULT_AGENT_OPTIONS, **agent_overrides}
 
 
+def _test_entry(
+    api_base: str, subentries: list[ConfigSubentryData], options: dict[str, Any] | None = None
+) -> MockConfigEntry:
+    """An OpenAI-compatible entry at `api_base` with these subentries (not yet added)."""
+    return MockConfigEntry(
+        domain=DOMAIN,
+        title=f"openai/{TEST_MODEL}",
+        data={
+            CONF_MODEL: f"openai/{TEST_MODEL}",
+            CONF_API_KEY: TEST_KEY,
+            CONF_API_BASE: api_base,
+        },
+        options=options or {},
+        subentries_data=subentries,
+    )
+
+
+def _test_agent(
+    agent_options: dict[str, Any], subentry_id: str | None = None
+) -> ConfigSubentryData:
+    return ConfigSubentryData(
+        data=agent_options,
+        subentry_type=SUBENTRY_CONVERSATION,
+        title="Test agent",
+        unique_id=None,
+        **({"subentry_id": subentry_id} if subentry_id else {}),
+    )
+
+
 def add_test_entry(
     hass: HomeAssistant,
     api_base: str,
@@ -151,26 +181,30 @@ def add_test_entry(
 ) -> MockConfigEntry:
     """An OpenAI-compatible entry at `api_base` with one conversation agent (of
     `subentry_id` when given), with the entry's `options`, added to hass."""
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        title=f"openai/{TEST_MODEL}",
-        data={
-            CONF_MODEL: f"openai/{TEST_MODEL}",
-            CONF_API_KEY: TEST_KEY,
-            CONF_API_BASE: api_base,
-        },
-        options=options or {},
-        subentries_data=[
-            ConfigSubentryData(
-                data=agent_options,
-                subentry_type=SUBENTRY_CONVERSATION,
-                title="Test agent",
-                unique_id=None,
-                **({"subentry_id": subentry_id} if subentry_id else {}),
-            )
-        ],
-    )
+    entry = _test_entry(api_base, [_test_agent(agent_options, subentry_id)], options)
     entry.add_to_hass(hass)
+    return entry
+
+
+async def set_up_task_entry(
+    hass: HomeAssistant,
+    api_base: str,
+    task_options: dict[str, Any],
+    *,
+    with_agent: bool = True,
+    task_title: str = "Test AI Task",
+) -> MockConfigEntry:
+    """An OpenAI-compatible entry at `api_base` with one AI Task of `task_options` (after
+    the test agent, unless `with_agent` is False), added to hass and set up."""
+    task = ConfigSubentryData(
+        data=task_options, subentry_type=SUBENTRY_AI_TASK, title=task_title, unique_id=None
+    )
+    agent = [_test_agent(DEFAULT_AGENT_OPTIONS)] if with_agent else []
+    entry = _test_entry(api_base, [*agent, task])
+    entry.add_to_hass(hass)
+    assert await async_setup_component(hass, "homeassistant", {})
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
     return entry
 
 

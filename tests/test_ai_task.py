@@ -17,13 +17,10 @@ from pytest_homeassistant_custom_component.common import (
 import voluptuous as vol
 
 from custom_components.langgraph_conversation.config_flow import (
-    DEFAULT_AGENT_OPTIONS,
     DEFAULT_AI_TASK_OPTIONS,
 )
 from custom_components.langgraph_conversation.const import (
     CONF_ACTIVITY_CONTENTS,
-    CONF_API_BASE,
-    CONF_API_KEY,
     CONF_FALLBACK_MODEL,
     CONF_MAX_TOKENS,
     CONF_MODEL,
@@ -39,14 +36,12 @@ from custom_components.langgraph_conversation.const import (
 from fakes import FakeOpenAIServer
 from homeassistant import config_entries
 from homeassistant.components import ai_task, conversation
-from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import entity_registry as er, selector
-from homeassistant.setup import async_setup_component
 
-from .conftest import TEST_KEY, TEST_MODEL
+from .conftest import TEST_KEY, TEST_MODEL, set_up_task_entry
 
 STRINGS = Path(__file__).parents[1] / "custom_components" / DOMAIN / "strings.json"
 
@@ -86,34 +81,9 @@ async def ai_entry(
     ai_task_overrides: dict[str, Any],
 ) -> MockConfigEntry:
     """An entry for the OpenAI-compatible fake with one conversation agent and one AI Task."""
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        title=f"openai/{TEST_MODEL}",
-        data={
-            CONF_MODEL: f"openai/{TEST_MODEL}",
-            CONF_API_KEY: TEST_KEY,
-            CONF_API_BASE: openai_server.api_base,
-        },
-        subentries_data=[
-            ConfigSubentryData(
-                data=DEFAULT_AGENT_OPTIONS,
-                subentry_type=SUBENTRY_CONVERSATION,
-                title="Test agent",
-                unique_id=None,
-            ),
-            ConfigSubentryData(
-                data={**DEFAULT_AI_TASK_OPTIONS, **ai_task_overrides},
-                subentry_type=SUBENTRY_AI_TASK,
-                title="Test AI Task",
-                unique_id=None,
-            ),
-        ],
+    return await set_up_task_entry(
+        hass, openai_server.api_base, {**DEFAULT_AI_TASK_OPTIONS, **ai_task_overrides}
     )
-    entry.add_to_hass(hass)
-    assert await async_setup_component(hass, "homeassistant", {})
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
-    return entry
 
 
 def _task_entity_id(hass: HomeAssistant, entry: MockConfigEntry) -> str:

@@ -24,7 +24,6 @@ from pytest_homeassistant_custom_component.components.diagnostics import (
 from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
 from custom_components.langgraph_conversation.config_flow import (
-    DEFAULT_AGENT_OPTIONS,
     DEFAULT_AI_TASK_OPTIONS,
 )
 from custom_components.langgraph_conversation.const import (
@@ -37,20 +36,17 @@ from custom_components.langgraph_conversation.const import (
     DOMAIN,
     EVENT_ACTIVITY,
     SUBENTRY_AI_TASK,
-    SUBENTRY_CONVERSATION,
 )
 from fakes import FakeGeminiServer, FakeOpenAIServer, png_image
 from fakes.offline_model import IMAGE_MODEL as OFFLINE_IMAGE_MODEL, IMAGE_SIZE, OfflineModelServer
 from homeassistant import config_entries
 from homeassistant.components import ai_task
-from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import entity_registry as er
-from homeassistant.setup import async_setup_component
 
-from .conftest import TEST_KEY, TEST_MODEL
+from .conftest import TEST_KEY, set_up_task_entry
 
 STRINGS = Path(__file__).parents[1] / "custom_components" / DOMAIN / "strings.json"
 GEMINI_KEY = "gm-test-key-0123456789"
@@ -99,34 +95,9 @@ async def _add_entry(
     # LiteLLM would read a key from these; a test must see only the keys configured.
     for name in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GEMINI_API_BASE"):
         monkeypatch.delenv(name, raising=False)
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        title=f"openai/{TEST_MODEL}",
-        data={
-            CONF_MODEL: f"openai/{TEST_MODEL}",
-            CONF_API_KEY: TEST_KEY,
-            CONF_API_BASE: openai_server.api_base,
-        },
-        subentries_data=[
-            ConfigSubentryData(
-                data=DEFAULT_AGENT_OPTIONS,
-                subentry_type=SUBENTRY_CONVERSATION,
-                title="Test agent",
-                unique_id=None,
-            ),
-            ConfigSubentryData(
-                data={**DEFAULT_AI_TASK_OPTIONS, **ai_task_options},
-                subentry_type=SUBENTRY_AI_TASK,
-                title="Test AI Task",
-                unique_id=None,
-            ),
-        ],
+    return await set_up_task_entry(
+        hass, openai_server.api_base, {**DEFAULT_AI_TASK_OPTIONS, **ai_task_options}
     )
-    entry.add_to_hass(hass)
-    assert await async_setup_component(hass, "homeassistant", {})
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
-    return entry
 
 
 @pytest.fixture

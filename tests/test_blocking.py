@@ -20,17 +20,15 @@ from custom_components.langgraph_conversation.const import (
     CONF_IMAGE_MODEL,
     CONF_MODEL,
     DOMAIN,
-    SUBENTRY_AI_TASK,
 )
 from fakes import FakeGeminiServer, FakeOllamaServer, FakeOpenAIServer, ToolCall, png_image
 from homeassistant import block_async_io, config_entries
 from homeassistant.components import conversation
-from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.setup import async_setup_component
 
-from .conftest import TEST_KEY, TEST_MODEL, agent_entity_id
+from .conftest import TEST_KEY, TEST_MODEL, agent_entity_id, set_up_task_entry
 from .helpers import add_light, assist_tool_name
 
 pytestmark = pytest.mark.isolated
@@ -188,26 +186,13 @@ async def test_first_image_does_not_block(
             gemini.images.add_image(png_image(32, 32))
         else:
             openai_server.images.add_image(png_image(32, 32))
-        entry = MockConfigEntry(
-            domain=DOMAIN,
-            data={
-                CONF_MODEL: f"openai/{TEST_MODEL}",
-                CONF_API_KEY: TEST_KEY,
-                CONF_API_BASE: openai_server.api_base,
-            },
-            subentries_data=[
-                ConfigSubentryData(
-                    data={CONF_IMAGE_MODEL: image_section},
-                    subentry_type=SUBENTRY_AI_TASK,
-                    title="Pictures",
-                    unique_id=None,
-                )
-            ],
+        entry = await set_up_task_entry(
+            hass,
+            openai_server.api_base,
+            {CONF_IMAGE_MODEL: image_section},
+            with_agent=False,
+            task_title="Pictures",
         )
-        entry.add_to_hass(hass)
-        assert await async_setup_component(hass, "homeassistant", {})
-        assert await hass.config_entries.async_setup(entry.entry_id)
-        await hass.async_block_till_done()
         response = await hass.services.async_call(
             "ai_task",
             "generate_image",

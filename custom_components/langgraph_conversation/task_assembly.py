@@ -92,13 +92,7 @@ async def task_content(
     capabilities = await hass.async_add_executor_job(model_capabilities, model)
     blocks: list[str | dict[str, Any]] = [{"type": "text", "text": task.instructions}]
     for attachment in task.attachments:
-        name = Path(attachment.path).name
-        if not attachment.mime_type.startswith("image/"):
-            raise HomeAssistantError(
-                translation_domain=DOMAIN,
-                translation_key="ai_task_attachment_type",
-                translation_placeholders={"name": name, "mime_type": attachment.mime_type},
-            )
+        name = _image_name(attachment)
         if capabilities.vision is False:
             raise HomeAssistantError(
                 translation_domain=DOMAIN,
@@ -159,13 +153,7 @@ async def reference_images(
     """The task's attachments as images to edit; other files are refused."""
     references: list[ReferenceImage] = []
     for attachment in task.attachments or ():
-        name = Path(attachment.path).name
-        if not attachment.mime_type.startswith("image/"):
-            raise HomeAssistantError(
-                translation_domain=DOMAIN,
-                translation_key="ai_task_attachment_type",
-                translation_placeholders={"name": name, "mime_type": attachment.mime_type},
-            )
+        name = _image_name(attachment)
         data = await hass.async_add_executor_job(Path(attachment.path).read_bytes)
         references.append(ReferenceImage(name, data, attachment.mime_type))
     return tuple(references)
@@ -191,3 +179,15 @@ async def assemble_image_task(
         timeout=float(options.get(CONF_REQUEST_TIMEOUT, AI_TASK_DEFAULTS[CONF_REQUEST_TIMEOUT])),
         label=chat_log.conversation_id,
     )
+
+
+def _image_name(attachment: conversation.Attachment) -> str:
+    """The file name of an attachment that is an image; any other file is refused."""
+    name = Path(attachment.path).name
+    if not attachment.mime_type.startswith("image/"):
+        raise HomeAssistantError(
+            translation_domain=DOMAIN,
+            translation_key="ai_task_attachment_type",
+            translation_placeholders={"name": name, "mime_type": attachment.mime_type},
+        )
+    return name

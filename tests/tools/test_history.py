@@ -42,6 +42,7 @@ from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.components.recorder import Recorder, history, statistics
 from homeassistant.components.recorder.models import StatisticMeanType
+from homeassistant.const import Platform
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.setup import async_setup_component
 from homeassistant.util import dt as dt_util
@@ -213,19 +214,24 @@ async def _import_hourly_use(hass: HomeAssistant, rng: random.Random, now: datet
     return use
 
 
+async def _midday(hass: HomeAssistant) -> datetime:
+    """The home's clock set near midday, whenever the test runs: "today" then never starts
+    between building the home and asking (a fixed-offset zone, UTC-11 to UTC+12). Now."""
+    now = dt_util.utcnow()
+    offset = 12 - now.hour
+    await hass.config.async_set_time_zone(
+        f"Etc/GMT-{offset}" if offset >= 0 else f"Etc/GMT+{-offset}"
+    )
+    return now
+
+
 @pytest.fixture
 async def home(hass: HomeAssistant, recorder_mock: Recorder) -> Home:
     """The generated history, recorded oldest first (the recorder reads a period's opening
     state only from rows at least as old as its first), and everything exposed but the
     vault."""
     rng = random.Random(26)
-    now = dt_util.utcnow()
-    # The home's clock near midday, whenever the test runs: "today" then never starts
-    # between building the home and asking (a fixed-offset zone, UTC-11 to UTC+12).
-    offset = 12 - now.hour
-    await hass.config.async_set_time_zone(
-        f"Etc/GMT-{offset}" if offset >= 0 else f"Etc/GMT+{-offset}"
-    )
+    now = await _midday(hass)
     followed, records = _generate(rng, now)
     for moment, entity_id, state, attributes in records:
         hass.states.async_set(entity_id, state, attributes, timestamp=moment)
@@ -772,3 +778,44 @@ async def test_the_offline_stand_in_answers_a_history_question(
         assert speech.startswith("Living room heating was on for "), speech
         assert f" in all, {len(on)} times (" in speech, speech
         assert await hass.config_entries.async_unload(entry.entry_id)
+
+
+async def test_the_develop_demo_history_through_the_offline_stand_in(
+    hass: HomeAssistant,
+    recorder_mock: Recorder,
+    agent_options: dict[str, Any],
+    socket_enabled: None,
+) -> None:
+    """What `scripts/develop --offline-model` sets up: Home Assistant's demo switches with
+    the recorder on, and the stand-in as the model. Switched off and on again, the demo's
+    "Decorative Lights" were on three times today; the stand-in's question reaches the
+    history tool and its answer says so."""
+    await _midday(hass)
+    assert await async_setup_component(hass, "homeassistant", {})
+    with patch(
+        "homeassistant.components.demo.COMPONENTS_WITH_CONFIG_ENTRY_DEMO_PLATFORM",
+        [Platform.SWITCH],
+    ):
+        assert await async_setup_component(hass, "demo", {})
+        await hass.async_block_till_done()
+    lights = "switch.decorative_lights"
+    assert hass.states.get(lights).state == "on"
+    for service in ("turn_off", "turn_on", "turn_off", "turn_on"):
+        await hass.services.async_call("switch", service, {"entity_id": lights}, blocking=True)
+    await async_wait_recording_done(hass)
+    async with OfflineModelServer() as server:
+        entry = add_test_entry(hass, server.api_base, agent_options)
+        assert await async_setup_component(hass, "conversation", {})
+        assert await hass.config_entries.async_setup(entry.entry_id)
+        await hass.async_block_till_done()
+        result = await conversation.async_converse(
+            hass,
+            "How long were the decorative lights on today?",
+            None,
+            Context(),
+            agent_id=agent_entity_id(hass, entry),
+        )
+        assert await hass.config_entries.async_unload(entry.entry_id)
+    speech = result.response.speech["plain"]["speech"]
+    assert speech.startswith("Decorative Lights was on for "), speech
+    assert " in all, 3 times (" in speech, speech
