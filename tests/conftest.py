@@ -209,6 +209,16 @@ async def set_up_task_entry(
 
 
 @pytest.fixture
+def media_dir(hass: HomeAssistant, tmp_path: Path) -> Path:
+    """The local media folder, where Home Assistant's AI Task stores images (media_source
+    reads it when it is set up, with our entry)."""
+    media = tmp_path / "media"
+    media.mkdir()
+    hass.config.media_dirs = {"local": str(media)}
+    return media
+
+
+@pytest.fixture
 def config_entry(
     hass: HomeAssistant,
     openai_server: FakeOpenAIServer,

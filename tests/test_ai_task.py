@@ -59,15 +59,6 @@ STRUCTURE = vol.Schema(
 
 
 @pytest.fixture
-def media_dir(hass: HomeAssistant, tmp_path: Path) -> Path:
-    """The local media folder (media_source reads it when it is set up, with our entry)."""
-    media = tmp_path / "media"
-    media.mkdir()
-    hass.config.media_dirs = {"local": str(media)}
-    return media
-
-
-@pytest.fixture
 def ai_task_overrides() -> dict[str, Any]:
     """Options a test changes on its AI Task (parametrize this fixture)."""
     return {}

@@ -63,15 +63,6 @@ def _message(key: str, **placeholders: str) -> str:
 
 
 @pytest.fixture
-def media_dir(hass: HomeAssistant, tmp_path: Path) -> Path:
-    """The local media folder, where Home Assistant's AI Task stores the images."""
-    media = tmp_path / "media"
-    media.mkdir()
-    hass.config.media_dirs = {"local": str(media)}
-    return media
-
-
-@pytest.fixture
 async def gemini_server(socket_enabled: None) -> AsyncIterator[FakeGeminiServer]:
     """Gemini's image generation on 127.0.0.1, requiring GEMINI_KEY."""
     async with FakeGeminiServer() as server:
