@@ -37,6 +37,7 @@ from homeassistant.helpers import (
     entity_registry as er,
     target as target_helpers,
 )
+from homeassistant.setup import async_setup_component
 
 from ..conftest import agent_entity_id
 from ..helpers import assist_tool_name
@@ -434,3 +435,39 @@ def _suggested(result: Any, key: str) -> Any:
         if field == key:
             return (field.description or {}).get("suggested_value")
     raise AssertionError(f"{key} is not in the form")
+
+
+async def test_a_script_that_presses_the_relay_is_held_whole(
+    hass: HomeAssistant, setup_integration: MockConfigEntry
+) -> None:
+    """Running a script whose step presses the garage's relay waits for the yes before
+    any of its steps run (the light step too); a script pressing a plain button runs."""
+    opener, plain = _garage_with_opener(hass)
+    async_mock_service(hass, "light", "turn_on")
+    steps = {
+        "leave": [
+            {"action": "light.turn_on", "target": {"entity_id": "light.porch"}},
+            {"action": "button.press", "target": {"entity_id": opener}},
+        ],
+        "boost": [{"action": "button.press", "target": {"entity_id": plain}}],
+    }
+    config = {name: {"sequence": sequence} for name, sequence in steps.items()}
+    assert await async_setup_component(hass, "script", {"script": config})
+    recorder = Recorder(hass)
+    scope = EffectGate.of(hass).open_scope(Context())
+    await hass.services.async_call(
+        "script", "turn_on", {"entity_id": "script.leave"}, blocking=True, context=scope.context
+    )
+    await hass.async_block_till_done()
+    held = scope.take_held()
+    assert held is not None
+    assert recorder.calls == []  # not even the script's start, nor its light step
+    assert list(held.by_call.values()) == [("run leave (Shelly Pulse)",)]
+    await hass.services.async_call("script", "boost", blocking=True, context=scope.context)
+    await hass.async_block_till_done()
+    assert scope.take_held() is None
+    assert recorder.on(plain) == [("button", "press")]
+    await scope.release(held.token, confirmed=True)
+    await hass.async_block_till_done()
+    scope.close()
+    assert recorder.on(opener) == [("button", "press")]
