@@ -116,7 +116,7 @@ from .const import (
 )
 from .postgres_packages import PostgresInstallSkipped, PostgresNotInstalled, async_load_postgres
 from .profile import AGENT_DEFAULTS, NEW_AGENT_OPTIONS, OLLAMA_AGENT_DEFAULTS
-from .tools import TOOLS, suggested_confirm_entities
+from .tools import TOOLS, labelled, suggested_confirm_entities
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -624,14 +624,8 @@ class AgentSubentryFlow(_OptionsSubentryFlow):
         return suggested
 
     def _placeholders(self) -> dict[str, str] | None:
-        found = suggested_confirm_entities(self.hass)
-        names = [f"{_friendly(self.hass, entity_id)} ({entity_id})" for entity_id in found]
-        return {"confirm_suggestions": ", ".join(names) or "-"}
-
-
-def _friendly(hass: HomeAssistant, entity_id: str) -> str:
-    state = hass.states.get(entity_id)
-    return state.name if state is not None else entity_id
+        found = labelled(self.hass, suggested_confirm_entities(self.hass))
+        return {"confirm_suggestions": ", ".join(found) or "-"}
 
 
 def _ai_task_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:

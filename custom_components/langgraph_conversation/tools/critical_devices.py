@@ -135,3 +135,12 @@ def suggested_confirm_entities(hass: HomeAssistant) -> list[str]:
         if guarded_by(hass, state.entity_id) or any(map(points_into_home, names)):
             found.append(state.entity_id)
     return sorted(found)
+
+
+def labelled(hass: HomeAssistant, entity_ids: list[str]) -> list[str]:
+    """Entities as the form lists them: "Garage Opener (button.garage_opener)"."""
+    labels = []
+    for entity_id in entity_ids:
+        state = hass.states.get(entity_id)
+        labels.append(f"{state.name if state is not None else entity_id} ({entity_id})")
+    return labels
