@@ -116,7 +116,7 @@ from .const import (
 )
 from .postgres_packages import PostgresInstallSkipped, PostgresNotInstalled, async_load_postgres
 from .profile import AGENT_DEFAULTS, NEW_AGENT_OPTIONS, OLLAMA_AGENT_DEFAULTS
-from .tools import TOOLS
+from .tools import TOOLS, labelled, suggested_confirm_entities
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -588,8 +588,19 @@ class _OptionsSubentryFlow(ConfigSubentryFlow):
         suggested = self.defaults if is_new else dict(self._get_reconfigure_subentry().data)
         return self.async_show_form(
             step_id="user" if is_new else "reconfigure",
-            data_schema=self.add_suggested_values_to_schema(self._schema(is_new), suggested),
+            data_schema=self.add_suggested_values_to_schema(
+                self._schema(is_new), self._suggested(suggested, is_new)
+            ),
+            description_placeholders=self._placeholders(),
         )
+
+    def _suggested(self, suggested: dict[str, Any], is_new: bool) -> dict[str, Any]:
+        """The form's suggested values (a kind may add its own)."""
+        return suggested
+
+    def _placeholders(self) -> dict[str, str] | None:
+        """The form's description placeholders (a kind may need some)."""
+        return None
 
 
 class AgentSubentryFlow(_OptionsSubentryFlow):
@@ -603,6 +614,18 @@ class AgentSubentryFlow(_OptionsSubentryFlow):
 
     def _options(self, user_input: dict[str, Any]) -> dict[str, Any]:
         return _agent_options(self.hass, user_input)
+
+    # Critical by device (#27 part 4): buttons and switches that probably open the home
+    # are suggested for "always needs my yes"; the user confirms them, and a saved
+    # agent's own choice is never changed.
+    def _suggested(self, suggested: dict[str, Any], is_new: bool) -> dict[str, Any]:
+        if is_new and (found := suggested_confirm_entities(self.hass)):
+            return {**suggested, CONF_CONFIRM_ENTITIES: found}
+        return suggested
+
+    def _placeholders(self) -> dict[str, str] | None:
+        found = labelled(self.hass, suggested_confirm_entities(self.hass))
+        return {"confirm_suggestions": ", ".join(found) or "-"}
 
 
 def _ai_task_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:

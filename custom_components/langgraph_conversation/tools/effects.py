@@ -6,9 +6,11 @@ everything it does passes: Home Assistant's service registry. Whatever path a ca
 steps unlock a door, `homeassistant.turn_on` on a cover, a scene), the effect reaches
 `ServiceRegistry.async_call` as a concrete service on concrete entities, with the turn's
 own Context. The gate looks at that call, and if it would unlock or open a lock, disarm an
-alarm panel, open a garage door, gate or door, run a script or automation that touches
-one of those, or touch an entity the user marked "always needs my yes", it does not run
-it: it is held for the requester's answer and the caller gets an error saying so.
+alarm panel, open a garage door, gate or door, press or switch a button or switch on the
+same device as one of those (a garage opener's relay: critical_devices.py), run a script
+or automation that touches one of those, or touch an entity the user marked "always needs
+my yes", it does not run it: it is held for the requester's answer and the caller gets an
+error saying so.
 
 Each turn runs its tools under a Context of its own (a child of the request's), so the
 gate holds exactly the calls of that turn and of the scripts it started, and never an
@@ -35,19 +37,18 @@ import time
 from typing import Any
 import uuid
 
-from homeassistant.components.automation import automations_with_entity
-from homeassistant.components.script import scripts_with_entity
+from homeassistant.components.automation import automations_with_entity, entities_in_automation
+from homeassistant.components.script import entities_in_script, scripts_with_entity
 from homeassistant.const import ATTR_ENTITY_ID, ENTITY_MATCH_ALL
 from homeassistant.core import Context, HomeAssistant, ServiceRegistry, State
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import target as target_helpers
 
 from ..agent.guard import CONFIRMATION_TIMEOUT, HeldEffects, Released, current_tool_call
+from .critical_devices import RELAY_DOMAINS, guarded_by, opens_into_home
 
 _LOGGER = logging.getLogger(__name__)
 
-# Covers that open into the home.
-OPENABLE_COVER_CLASSES = frozenset({"garage", "gate", "door"})
 # On locks, alarm panels and such covers every service is critical except these, which
 # make the home safer: an unknown service (another integration's, or a generic turn_off
 # a mocked or custom platform offers) is never assumed harmless.
@@ -458,6 +459,9 @@ def critical_action(
             return None
         verb = _VERBS.get((domain, service), service.replace("_", " "))
         return f"{verb} {name}"
+    if domain in RELAY_DOMAINS and guarded_by(hass, entity_id) is not None:
+        # Every service: a relay's "off" may be what opens (a momentary or inverted one).
+        return f"{service.replace('_', ' ')} {name}"
     if (domain == "script" and service != "turn_off") or (
         domain == "automation" and service == "trigger"
     ):
@@ -471,7 +475,7 @@ def _is_critical_kind(domain: str, state: State | None) -> bool:
     """Locks, alarm panels, and covers of class garage, gate or door."""
     if domain == "cover":
         device_class = state.attributes.get("device_class") if state is not None else None
-        return device_class in OPENABLE_COVER_CLASSES
+        return opens_into_home(device_class)
     return domain in SAFE_SERVICES
 
 
@@ -484,7 +488,8 @@ def _opens(data: dict[str, Any]) -> bool:
 
 
 def _critical_entities_run_by(hass: HomeAssistant, domain: str, entity_id: str) -> list[str]:
-    """Locks, alarm panels and openable covers a script or automation refers to.
+    """Locks, alarm panels, openable covers and their relays a script or automation
+    refers to.
 
     Home Assistant's own index of what each script and automation references; steps that
     reach others through templates are still held when they run.
@@ -496,4 +501,11 @@ def _critical_entities_run_by(hass: HomeAssistant, domain: str, entity_id: str) 
     for state in hass.states.async_all(tuple(SAFE_SERVICES)):
         if _is_critical_kind(state.domain, state) and entity_id in users_of(hass, state.entity_id):
             touched.append(state.name)
+    # Relays beside a lock, alarm panel or openable cover (critical_devices.py), from
+    # what this one script or automation refers to.
+    used_by = entities_in_script if domain == "script" else entities_in_automation
+    for used in sorted(used_by(hass, entity_id)):
+        if used.split(".", 1)[0] in RELAY_DOMAINS and guarded_by(hass, used) is not None:
+            state = hass.states.get(used)
+            touched.append(_name(used, state))
     return touched
