@@ -245,14 +245,15 @@ class Tools:
     def intent(self, intent: str) -> str | None:
         """The offered name of an Assist intent tool: "HassTurnOn" or "…__HassTurnOn".
 
-        With other APIs merged in, another API's tool may end in "__HassTurnOn" too: a
-        name whose prefixes are all Assist's own ("assist", "intent") comes first.
+        With other APIs merged in, another API's tool may be called "HassTurnOn" or end in
+        "__HassTurnOn" too: a name under Assist's own prefixes ("assist", "intent") comes
+        first, then the plain name (2026.2 with Assist alone), then any.
         """
         found = [n for n in self.names if n == intent or n.endswith(f"__{intent}")]
         for name in found:
-            if set(name.split("__")[:-1]) <= _ASSIST_PREFIXES:
+            if name != intent and set(name.split("__")[:-1]) <= _ASSIST_PREFIXES:
                 return name
-        return found[0] if found else None
+        return intent if intent in found else (found[0] if found else None)
 
 
 def text_of(message: dict[str, Any]) -> str:
