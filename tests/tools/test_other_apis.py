@@ -372,3 +372,29 @@ async def test_assist_and_an_mcp_server_in_one_round(
     assert any("31 % soil moisture" in text for text in results), results
     _assert_names_fit(openai_server)
     assert await hass.config_entries.async_unload(entry.entry_id)
+
+
+async def test_an_api_that_is_gone_leaves_assist_working(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The garden API is chosen but not registered (an MCP server that is down): the turn
+    goes on with Assist's tools, and the log names the missing API."""
+    called = _home(hass)
+    names = await _offered_names(hass, setup_integration, openai_server)
+    assert not any(_is_garden_name(name) for name in names), names
+    openai_server.add_tool_calls(
+        [ToolCall(_assist_intent(names, "HassTurnOn"), {"name": "Hall Light"})]
+    )
+    openai_server.add_text("The hall light is on.")
+    result = await _converse(hass, setup_integration, "Hall light on", None)
+    await hass.async_block_till_done()
+    assert result.response.speech["plain"]["speech"] == "The hall light is on."
+    assert len(called["turn_on"]) == 1
+    assert GARDEN_API in caplog.text
+
+
+def _is_garden_name(name: str) -> bool:
+    return any(part in name for part in (UNLOCK_TOOL, READ_TOOL, "garden"))

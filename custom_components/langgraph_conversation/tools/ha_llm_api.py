@@ -16,7 +16,8 @@ from ours (`distinct_names`); a call still reaches Home Assistant under its own 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
+import logging
 import re
 from typing import Any
 
@@ -33,6 +34,8 @@ from .assist_wording import shorter, shorter_parameters
 from .effects import api_tool_context
 from .media_intents import INTENT_KEY, grouped_media_intents
 from .schema import home_has_floors, lean_schema, tool_parameters, without_unmatchable
+
+_LOGGER = logging.getLogger(__name__)
 
 # Home Assistant's live-context tool, without the integration prefix 2026.8 and later add.
 LIVE_CONTEXT_TOOL = "GetLiveContext"
@@ -194,3 +197,17 @@ def distinct_names(tools: Sequence[BaseTool], taken: Collection[str]) -> list[Ba
             )
         named.append(tool)
     return named
+
+
+def registered_apis(hass: HomeAssistant, chosen: Iterable[str]) -> list[str]:
+    """The agent's chosen APIs that Home Assistant offers right now, in the chosen order.
+
+    An MCP server that is down leaves its config entry unloaded and its API unregistered;
+    Home Assistant refuses a turn naming an unknown API, so without this the agent would
+    answer nothing at all instead of going on with Assist (and say why in the log).
+    """
+    offered = {api.id for api in llm.async_get_apis(hass)}
+    chosen = list(chosen)
+    if missing := [api_id for api_id in chosen if api_id not in offered]:
+        _LOGGER.warning("LLM API(s) not available now, left out of this turn: %s", missing)
+    return [api_id for api_id in chosen if api_id in offered]
