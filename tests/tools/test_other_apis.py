@@ -41,6 +41,11 @@ READ_TOOL = "door_report"
 LIKE_AN_INTENT = "HassTurnOn"
 LIKE_OURS = "home_get_state"
 DOTTED = "garden.status"
+# Parameters Assist's rules would trim (no floors in the home, no exposed entity of
+# either class): another API's parameters mean what that API says, and stay.
+OWN_PARAMETERS = vol.Schema(
+    {vol.Optional("floor"): str, vol.Optional("device_class"): vol.In(["moisture", "door"])}
+)
 # What every provider accepts as a function name.
 VALID_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 
@@ -104,7 +109,7 @@ class GardenAPI(llm.API):
             GardenTool(READ_TOOL, "Whether a garden door is locked.", entity, report),
             GardenTool(LIKE_AN_INTENT, "Turn on the garden fountain.", vol.Schema({}), nothing),
             GardenTool(LIKE_OURS, "The garden's state.", vol.Schema({}), nothing),
-            GardenTool(DOTTED, "The garden's status.", vol.Schema({}), nothing),
+            GardenTool(DOTTED, "The garden's status.", OWN_PARAMETERS, nothing),
         ]
         return llm.APIInstance(
             api=self,
@@ -293,6 +298,9 @@ async def test_names_of_other_apis_are_told_apart(
     dotted = next(tool for tool in tools if "status" in tool.name)
     assert VALID_NAME.match(dotted.name)
     assert await dotted.coroutine() == {"garden": "fine"}
+    properties = dotted.args_schema["properties"]
+    assert set(properties) == {"floor", "device_class"}
+    assert properties["device_class"]["enum"] == ["moisture", "door"]
 
 
 def test_distinct_names_keeps_every_tool_apart() -> None:

@@ -36,6 +36,8 @@ from .media_intents import INTENT_KEY, grouped_media_intents
 from .schema import home_has_floors, lean_schema, tool_parameters, without_unmatchable
 
 _LOGGER = logging.getLogger(__name__)
+# Where Home Assistant's MCP client defines its tools (each MCP server's API).
+_MCP_CLIENT = "homeassistant.components.mcp."
 
 # Home Assistant's live-context tool, without the integration prefix 2026.8 and later add.
 LIVE_CONTEXT_TOOL = "GetLiveContext"
@@ -70,6 +72,22 @@ def assist_job(tool: llm.Tool) -> str | None:
     ):
         return LIVE_CONTEXT_TOOL
     return None
+
+
+def _is_assists(tool: llm.Tool, api: llm.APIInstance) -> bool:
+    """Whether a tool of the turn's API instance is one of Assist's.
+
+    Alone, an instance is Assist's or not. Merged with other APIs, 2026.2 and 2026.10 put
+    each tool under its API's name ("assist"); 2026.11 only colliding ones, so a tool left
+    plain is told by where its class comes from: Assist's tools are Home Assistant's own
+    (its helpers and its integrations' llm platforms), never the MCP client's.
+    """
+    if not isinstance(api.api, llm.MergedAPI):
+        return api.api.id == llm.LLM_API_ASSIST
+    if isinstance(tool, llm.NamespacedTool):
+        return tool.namespace == llm.LLM_API_ASSIST
+    module = type(tool).__module__
+    return module.startswith("homeassistant.") and not module.startswith(_MCP_CLIENT)
 
 
 def _unwrapped(tool: llm.Tool) -> llm.Tool:
@@ -111,9 +129,14 @@ def _as_langchain_tool(
     # The live-context tool filters by several domains at once ("lights and sensors"):
     # its lists stay, where an intent is offered one target as people name it.
     converted = tool_parameters(tool.parameters, api.custom_serializer)
-    live_context = assist_job(tool) == LIVE_CONTEXT_TOOL
-    lean = lean_schema(converted, device_classes, lists_as_one=not live_context)
-    parameters = shorter_parameters(without_unmatchable(lean, floors))
+    if _is_assists(tool, api):
+        live_context = assist_job(tool) == LIVE_CONTEXT_TOOL
+        lean = lean_schema(converted, device_classes, lists_as_one=not live_context)
+        parameters = shorter_parameters(without_unmatchable(lean, floors))
+    else:
+        # Another API's parameters mean what that API says: Assist's matching rules (one
+        # target or a list, device classes, floors) do not apply to them.
+        parameters = converted
 
     async def call(**arguments: Any) -> Any:
         # A tool of another API that calls a service without its llm_context's Context is
