@@ -226,6 +226,11 @@ def area_match(text: str, entities: list[Entity], domains: set[str]) -> str | No
     return None
 
 
+# The prefixes Home Assistant gives Assist's intent tools: the intent integration's
+# (2026.8 and later) and the Assist API's, when merged with other APIs (2026.2, 2026.10).
+_ASSIST_PREFIXES = frozenset({"assist", "intent"})
+
+
 class Tools:
     """The tools the request offers, looked up by our name or by Assist intent."""
 
@@ -238,11 +243,17 @@ class Tools:
         return name if name in self.names else None
 
     def intent(self, intent: str) -> str | None:
-        """The offered name of an Assist intent tool: "HassTurnOn" or "…__HassTurnOn"."""
-        for name in self.names:
-            if name == intent or name.endswith(f"__{intent}"):
+        """The offered name of an Assist intent tool: "HassTurnOn" or "…__HassTurnOn".
+
+        With other APIs merged in, another API's tool may be called "HassTurnOn" or end in
+        "__HassTurnOn" too: a name under Assist's own prefixes ("assist", "intent") comes
+        first, then the plain name (2026.2 with Assist alone), then any.
+        """
+        found = [n for n in self.names if n == intent or n.endswith(f"__{intent}")]
+        for name in found:
+            if name != intent and set(name.split("__")[:-1]) <= _ASSIST_PREFIXES:
                 return name
-        return None
+        return intent if intent in found else (found[0] if found else None)
 
 
 def text_of(message: dict[str, Any]) -> str:

@@ -911,3 +911,26 @@ async def test_the_offline_stand_in_says_a_confirmed_unlock_in_a_sentence(
             max_retries=0,
         )
     assert text_of(chunks) == "Done: I unlocked Front Door."
+
+
+@pytest.mark.parametrize(
+    ("offered", "expected"),
+    [
+        (["garden__HassTurnOn", "assist__intent__HassTurnOn"], "assist__intent__HassTurnOn"),
+        (["HassTurnOn", "intent__HassTurnOn"], "intent__HassTurnOn"),
+        (["HassTurnOn"], "HassTurnOn"),
+        (["garden__HassTurnOn", "assist__HassTurnOn"], "assist__HassTurnOn"),
+        (["garden__HassTurnOn", "intent__HassTurnOn"], "intent__HassTurnOn"),
+        (["garden__HassTurnOn"], "garden__HassTurnOn"),
+        (["home_get_state"], None),
+    ],
+)
+def test_the_offline_stand_in_takes_assists_intent_among_other_apis_tools(
+    offered: list[str], expected: str | None
+) -> None:
+    """With other APIs merged in, another API's tool named like an intent is not taken for
+    Assist's while Assist's own is offered."""
+    from fakes.offline_model import Tools
+
+    tools = Tools({"tools": [{"type": "function", "function": {"name": n}} for n in offered]})
+    assert tools.intent("HassTurnOn") == expected

@@ -23,6 +23,7 @@ from .entity import SubentryEntity, add_subentry_entities
 from .profile import AgentProfile, agent_profile
 from .runtime_entry import LangGraphConfigEntry
 from .tools.effects import EffectGate
+from .tools.ha_llm_api import registered_apis
 from .turn_assembly import assemble_turn, clean_request
 from .window_issue import clear_window_issue
 
@@ -106,7 +107,7 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             # instructions without an API (so also without the API's entity listing).
             await chat_log.async_provide_llm_data(
                 replace(user_input.as_llm_context(DOMAIN), context=turn_context),
-                list(self.profile.llm_hass_apis),
+                registered_apis(self.hass, self.profile.llm_hass_apis),
                 self.profile.instructions,
                 user_input.extra_system_prompt,
             )

@@ -11,6 +11,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry, async_
 
 from custom_components.langgraph_conversation.tools.media import PLAY_TOOL
 from custom_components.langgraph_conversation.tools.media_intents import (
+    INTENT_KEY,
     MEDIA_ACTIONS,
     MEDIA_TOOL,
     grouped_media_intents,
@@ -150,6 +151,7 @@ def _intent_tool(name: str, required: tuple[str, ...] = ()) -> StructuredTool:
     properties = {"name": {"type": "string"}, **{p: {"type": "integer"} for p in required}}
     return StructuredTool(
         name=f"media_player__{name}",
+        metadata={INTENT_KEY: name},
         description=name,
         args_schema={"type": "object", "properties": properties, "required": list(required)},
         coroutine=run,

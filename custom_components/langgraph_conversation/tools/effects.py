@@ -14,8 +14,11 @@ error saying so.
 
 Each turn runs its tools under a Context of its own (a child of the request's), so the
 gate holds exactly the calls of that turn and of the scripts it started, and never an
-automation's or a person's. After the turn the Context stays known for a while: a late
-step of a script it started is refused, not run unasked.
+automation's or a person's. A tool of another LLM API (an integration's own, not
+Assist's) may call a service without passing the Context it was given: while such a
+tool runs (`api_tool_context`), a call without a Context is the turn's. After the turn
+the Context stays known for a while: a late step of a script it started is refused, not
+run unasked.
 
 Home Assistant has no hook before a service runs (the call-service event is fired for
 listeners that cannot stop it), so the gate swaps the class of the running service
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 import inspect
 import logging
@@ -158,6 +162,13 @@ class EffectScope:
 _PARAMETERS = inspect.signature(ServiceRegistry.async_call)
 
 
+# The turn's Context while one of Home Assistant's LLM API tools runs (set around each
+# call by ha_llm_api.py, inherited by the tasks it starts).
+api_tool_context: ContextVar[Context | None] = ContextVar(
+    "langgraph_conversation_api_tool_context", default=None
+)
+
+
 class _GatedServiceRegistry(ServiceRegistry):
     """Home Assistant's service registry, asking the gate before every call."""
 
@@ -167,6 +178,13 @@ class _GatedServiceRegistry(ServiceRegistry):
         gate = _GATES.get(id(self))
         # Most calls are not a turn's: only those with a watched Context are looked at.
         context = kwargs["context"] if "context" in kwargs else _positional_context(args)
+        if context is None and (borrowed := api_tool_context.get()) is not None:
+            # Made by an API tool that did not pass its Context on: the turn's call (and
+            # the logbook says so), gated as one.
+            call = _PARAMETERS.bind(self, *args, **kwargs)
+            call.apply_defaults()
+            call.arguments["context"] = borrowed
+            return await self.async_call(*call.args[1:], **call.kwargs)
         if gate is not None and gate.users > 0 and context is not None and gate.watches(context):
             call = _PARAMETERS.bind(self, *args, **kwargs)
             call.apply_defaults()

@@ -6,6 +6,10 @@ same target parameters: about 640 tokens in every request. One tool names the ta
 once and the intent by its `action` (about 200 tokens). A call runs the intent the action
 names through Home Assistant's own tool, with only the parameters that intent takes, so
 matching, validation, exposure and the effect gate are exactly those of the intent.
+
+Which tools are media intents is read from the tool's metadata (INTENT_KEY, set where
+Home Assistant's tools are converted, from the tool itself), not from its name: with
+several APIs merged, another API's tool may end in "__HassMediaPause" too.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ MEDIA_ACTIONS = {
     "HassMediaPlayerUnmute": "unmute",
 }
 MEDIA_TOOL = "media_player__control"
+# A converted tool's metadata key for the intent it runs (ha_llm_api.intent_of).
+INTENT_KEY = "intent"
 # Set by the mute and unmute intents themselves (from which of the two is called).
 _DECIDED_BY_ACTION = frozenset({"is_volume_muted"})
 # Home Assistant's own tools that find and play something new (without a prefix): the
@@ -36,8 +42,13 @@ _DECIDED_BY_ACTION = frozenset({"is_volume_muted"})
 _CORE_PLAY_TOOLS = ("HassMediaSearchAndPlay", "search_media")
 
 
-def _intent(tool: BaseTool) -> str:
-    return tool.name.rsplit("__", 1)[-1]
+def _intent(tool: BaseTool) -> str | None:
+    return (tool.metadata or {}).get(INTENT_KEY)
+
+
+def _is_core_play_tool(tool: BaseTool) -> bool:
+    # 2026.10's media search is a tool of its own, not an intent: known by its name.
+    return (_intent(tool) or tool.name.rsplit("__", 1)[-1]) in _CORE_PLAY_TOOLS
 
 
 def _properties(tool: BaseTool) -> dict[str, Any]:
@@ -76,11 +87,11 @@ def grouped_media_intents(
     offers it; else Home Assistant's own among `tools`, if any); the description sends
     such requests there instead of to resume.
     """
-    media = {MEDIA_ACTIONS[_intent(t)]: t for t in tools if _intent(t) in MEDIA_ACTIONS}
+    media = {MEDIA_ACTIONS[i]: t for t in tools if (i := _intent(t)) in MEDIA_ACTIONS}
     if len(media) < 2:
         return list(tools)
     if play_tool is None:
-        play_tool = next((t.name for t in tools if _intent(t) in _CORE_PLAY_TOOLS), None)
+        play_tool = next((t.name for t in tools if _is_core_play_tool(t)), None)
     properties: dict[str, Any] = {"action": {"type": "string", "enum": list(media)}}
     for tool in media.values():
         for name, sub in _properties(tool).items():

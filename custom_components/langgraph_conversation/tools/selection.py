@@ -47,7 +47,7 @@ from homeassistant.helpers import llm
 from . import TOOLS
 from .cameras import SPECS as CAMERA_SPECS
 from .context import entity_listing
-from .ha_llm_api import tools_from_llm_api
+from .ha_llm_api import assist_job, distinct_names, tools_from_llm_api
 from .media import PLAY_TOOL
 from .registry import ToolContext, ToolSpec, as_langchain_tools
 from .schema import home_has_floors
@@ -135,8 +135,10 @@ def choose_tools(
     bound = as_langchain_tools(fitting, tool_context, floors=home_has_floors(hass))
     own_tools = tuple(tool for tool in bound if tool.name not in left_out)
     play_tool = PLAY_TOOL if any(tool.name == PLAY_TOOL for tool in own_tools) else None
+    # Several APIs' tools, and ours, never reach the model under one name.
+    api_tools = distinct_names(tools_from_llm_api(hass, api, play_tool), {t.name for t in bound})
     return ToolChoice(
-        api_tools=tuple(tools_from_llm_api(hass, api, play_tool)),
+        api_tools=tuple(api_tools),
         own_tools=own_tools,
         if_listing_dropped=tuple(tool for tool in bound if tool.name in left_out),
         left_out=left_out,
@@ -184,8 +186,10 @@ def _exposed_domains(hass: HomeAssistant, assistant: str) -> set[str]:
 
 
 def _offered_intents(api: llm.APIInstance | None) -> set[str]:
-    """The names of the API's tools without an integration prefix ("intent__HassTurnOn"
-    on 2026.10 and later is "HassTurnOn", as it is on 2026.2)."""
+    """The jobs of Assist's tools (their intents, the live context), whatever Home
+    Assistant prefixed their names with ("intent__HassTurnOn" on 2026.10,
+    "assist__HassTurnOn" merged with another API on 2026.2): another API's tool named like
+    one does not do Assist's job."""
     if api is None:
         return set()
-    return {tool.name.rsplit("__", 1)[-1] for tool in api.tools}
+    return {job for tool in api.tools if (job := assist_job(tool)) is not None}
