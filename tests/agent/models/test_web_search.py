@@ -100,7 +100,7 @@ def test_generated_citations_become_safe_links() -> None:
             assert parts.hostname
             for bad in ("(", ")", "[", "]", " ", "\n", "<", ">", '"'):
                 assert bad not in source.url
-            for bad in ("[", "]", "\n", "\r"):
+            for bad in ("[", "]", "\n", "\r", "<", ">", "`", "\u202e", "\x00"):
                 assert bad not in source.title
             assert source.title
 
@@ -122,7 +122,7 @@ def test_each_providers_citation_shape_is_read() -> None:
     assert [s.url for s in sources_of(SimpleNamespace(), xai)] == ["https://x.example/a"]
     anthropic = SimpleNamespace(
         provider_specific_fields={
-            "citations": [[{"url": "https://a.example/1", "title": "A1"}]],
+            "citations": [None, [{"url": "https://a.example/3", "title": "A3"}]],
             "web_search_results": [
                 {
                     "content": [
@@ -134,6 +134,7 @@ def test_each_providers_citation_shape_is_read() -> None:
         }
     )
     assert [s.url for s in sources_of(SimpleNamespace(), anthropic)] == [
+        "https://a.example/3",
         "https://a.example/1",
         "https://a.example/2",
     ]

@@ -63,8 +63,10 @@ MAX_ANSWER_CHARS = 2500
 MAX_SOURCES = 5
 MAX_TITLE_CHARS = 120
 MAX_URL_CHARS = 500
-# Characters that would end a Markdown link's title or address early.
-_TITLE_BREAKS = str.maketrans({"[": "(", "]": ")", "\n": " ", "\r": " ", "`": "'"})
+# Characters that would end a Markdown link's title early, or start markup in it.
+_TITLE_BREAKS = str.maketrans(
+    {"[": "(", "]": ")", "\n": " ", "\r": " ", "`": "'", "<": "\u2039", ">": "\u203a"}
+)
 
 # Providers whose chat search LiteLLM 1.83.0 maps from `web_search_options` (each checked
 # on the wire in tests/tools/test_web_search.py). Others may carry the map's flag for a
@@ -219,8 +221,10 @@ def _cited(response: Any, message: Any) -> Iterable[tuple[Any, Any]]:
     # Anthropic: each text block's citations, then the results the search returned.
     extra = getattr(message, "provider_specific_fields", None)
     if isinstance(extra, Mapping):
-        for block in _listed(extra.get("citations")):
-            for citation in _listed(block) if isinstance(block, list) else [block]:
+        # One list per text block (None for a block without citations).
+        blocks = extra.get("citations")
+        for block in blocks if isinstance(blocks, list) else []:
+            for citation in _listed(block if isinstance(block, list) else [block]):
                 yield citation.get("title"), citation.get("url")
         for result in _listed(extra.get("web_search_results")):
             for page in _listed(result.get("content")):
@@ -275,7 +279,10 @@ def safe_url(url: Any) -> str | None:
 
 
 def _title(title: Any, url: str) -> str:
-    """A title for a link: the provider's, one line without link brackets; else the host."""
-    text = clean_text(title).strip() if isinstance(title, str) else ""
-    text = " ".join(text.translate(_TITLE_BREAKS).split())[:MAX_TITLE_CHARS]
+    """A title for a link: the provider's, one printable line without link brackets or
+    markup; else the host."""
+    text = clean_text(title).translate(_TITLE_BREAKS) if isinstance(title, str) else ""
+    # Control and format characters (a right-to-left override) out; one line.
+    text = "".join(char for char in text if char.isprintable())
+    text = " ".join(text.split())[:MAX_TITLE_CHARS]
     return text or (urlsplit(url).hostname or url)
