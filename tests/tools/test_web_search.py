@@ -34,6 +34,7 @@ from custom_components.langgraph_conversation.tools.registry import ToolContext,
 from custom_components.langgraph_conversation.tools.selection import LeftOut, choose_tools
 from custom_components.langgraph_conversation.tools.web_search import SEARCH_TOOL
 from fakes import FakeOpenAIServer, FakeSearchServer, ToolCall, search_asked
+from fakes.offline_model import WEB_SOURCE, OfflineModelServer
 from fakes.search_servers import PROVIDERS, function_tools
 from homeassistant import config_entries
 from homeassistant.components import conversation
@@ -42,6 +43,7 @@ from homeassistant.const import EVENT_CALL_SERVICE
 from homeassistant.core import Context, Event, HomeAssistant, callback
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.setup import async_setup_component
+from scripts.develop_lib.config import OFFLINE_AGENT_OPTIONS as OFFLINE_AGENT
 
 from ..conftest import add_test_entry, agent_entity_id
 from ..helpers import assist_tool_name, messages_of, text_of
@@ -462,3 +464,30 @@ async def test_sources_the_answer_links_already_are_not_repeated(
     assert first_title not in speech(result)
     openai_server.add_text("Hello again.")
     assert speech(await ask(hass, entry, "Hi")) == "Hello again."
+
+
+async def test_the_offline_stand_in_answers_a_web_question(
+    hass: HomeAssistant, socket_enabled: None
+) -> None:
+    """What `scripts/develop --offline-model` sets up: the stand-in as the agent's model and,
+    under a search model's name, as its web search model. "Search the web for ..." calls
+    the tool; the search request carries web_search_options and no tools; the answer says
+    the stand-in reaches no web and ends with the page it cited."""
+    async with OfflineModelServer() as server:
+        entry = add_test_entry(hass, server.api_base, {**DEFAULT_AGENT_OPTIONS, **OFFLINE_AGENT})
+        assert await async_setup_component(hass, "homeassistant", {})
+        assert await async_setup_component(hass, "conversation", {})
+        assert await hass.config_entries.async_setup(entry.entry_id)
+        await hass.async_block_till_done()
+        result = await ask(hass, entry, "Search the web for the next Home Assistant release")
+        searches = [r for r in server.requests if search_asked(r)]
+        await hass.config_entries.async_unload(entry.entry_id)
+    title, url = WEB_SOURCE
+    assert speech(result) == (
+        "I am a scripted stand-in and cannot reach the web, so I found nothing about "
+        "'Search the web for the next Home Assistant release'."
+        f"\n\nSources: [{title}]({url})"
+    )
+    (search,) = searches
+    assert search["model"] == "gpt-4o-mini-search-preview"
+    assert function_tools(search) == []
