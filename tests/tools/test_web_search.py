@@ -220,7 +220,11 @@ async def test_a_spoken_answer_gets_titles_and_no_links(
     """A turn from a satellite: the agent's model reads the sources' titles only (no
     address to read aloud) and the answer gets no links."""
     entry = await set_up(hass, openai_server, search_agent(search_server))
-    search_server.add_answer("The market opens at 9 am.", SOURCES)
+    search_server.add_answer(
+        "The market opens at 9 am ([city.example](https://city.example/market?day=sat)), "
+        "see https://en.wikipedia.example/wiki/Saturday_market.",
+        SOURCES,
+    )
     openai_server.add_tool_calls([ToolCall(SEARCH_TOOL, {"query": "market hours"})])
     openai_server.add_text("It opens at nine, says the city's site.")
     result = await ask(hass, entry, "When does the market open?", device_id="satellite-kitchen")
@@ -228,6 +232,7 @@ async def test_a_spoken_answer_gets_titles_and_no_links(
     read = tool_result(openai_server.requests[1])
     read = read.get("result", read)
     assert read["sources"] == [title for title, _url in SOURCES]
+    assert read["answer"] == "The market opens at 9 am (city.example), see"
     assert "spoken" in read["how_to_use"]
     assert "http" not in json.dumps(read)
 
