@@ -2,7 +2,8 @@
 
 Fake model servers that speak the real wire protocols, scripted per test: OpenAI chat
 completions (and embeddings, and image generation) and Ollama's /api/chat, and Gemini's
-image generation (gemini_server.py), reached through LiteLLM's real client.
+image generation (gemini_server.py), and five providers' web search with their own
+citation formats (search_servers.py), reached through LiteLLM's real client.
 The tests (tests/), the benchmarks (scripts/bench) and the offline stand-in model
 (offline_model.py, run by `scripts/develop --offline-model`, scripts/e2e and
 tests/test_install.py) all use them. Besides those fakes, one real server:
@@ -28,6 +29,7 @@ from .network import FakeResolver, NetworkMode
 from .ollama_server import FakeOllamaServer
 from .openai_server import FakeOpenAIServer
 from .script import AnyReply, ErrorReply, Reply, StreamFault, ToolCall
+from .search_servers import FakeSearchServer, search_asked
 from .server import FakeModelServer, ReplyTiming
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "FakeOllamaServer",
     "FakeOpenAIServer",
     "FakeResolver",
+    "FakeSearchServer",
     "ImageReply",
     "ImageScript",
     "NetworkMode",
@@ -47,4 +50,5 @@ __all__ = [
     "StreamFault",
     "ToolCall",
     "png_image",
+    "search_asked",
 ]

@@ -22,8 +22,11 @@ switched. "Remember that ..." goes to the agent's memory tool (action "remember"
 from what the user said earlier in the conversation (the request carries both), else with
 its "recall" action. "Who is at the front door?" (or any question naming a camera) calls
 the camera tool when the agent may look through cameras; asked as the looking model, the
-stand-in cannot see, so it says what the picture's header tells (format, size). The
-stand-in itself keeps nothing between requests.
+stand-in cannot see, so it says what the picture's header tells (format, size). "Search
+the web for ..." calls the web search tool when the agent may search the web; asked as
+the searching model (a request with `web_search_options`), the stand-in cannot reach the
+web, so it says so, citing one page (Home Assistant's site) the way OpenAI's search models
+cite. The stand-in itself keeps nothing between requests.
 
 Run it with `python -m fakes.offline_model` from the repository: it listens on a
 free port of 127.0.0.1 until SIGINT/SIGTERM, or until its parent process ends.
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+from collections.abc import Mapping
 import contextlib
 import contextvars
 from dataclasses import dataclass, field
@@ -74,7 +78,8 @@ HELP: Final = (
     '"remember that my bike is blue" and later "what colour is my bike?", '
     '"how long were the decorative lights on today?" or "when did the backyard movement change?", '
     '"unlock the front door" (I ask you to confirm first), '
-    'and "who is at the front door?" (when the agent may look through cameras). '
+    '"who is at the front door?" (when the agent may look through cameras), '
+    'and "search the web for ..." (when the agent may search the web). '
     "For anything else, configure a real model."
 )
 
@@ -340,6 +345,8 @@ def answer(body: dict[str, Any]) -> Reply:
     """The stand-in's whole behaviour: a reply to one chat completion request."""
     if pictures := images_asked_about(body):
         return say(" ".join(picture_header(picture) for picture in pictures))
+    if "web_search_options" in body:
+        return say(web_answer(body))
     turn = Turn.of(body)
     if "summary of the conversation" in turn.system_prompt:
         return say(summary(turn.text))
@@ -351,7 +358,19 @@ def answer(body: dict[str, Any]) -> Reply:
     said = " ".join(words(text))
     tools = Tools(body)
     home = home_entities(turn.system_prompt)
-    handlers = (remember, cameras, history, locks, garage, lights, media, weather, recall, greeting)
+    handlers = (
+        remember,
+        web_search,
+        cameras,
+        history,
+        locks,
+        garage,
+        lights,
+        media,
+        weather,
+        recall,
+        greeting,
+    )
     for handler in handlers:
         if (reply := handler(text, said, turn, tools, home)) is not None:
             return reply
@@ -459,6 +478,34 @@ def cameras(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) 
     if named is None and len(listed) == 1:
         named = listed[0]
     return call(tool, {"name": named.name if named else "", "question": text})
+
+
+_WEB_QUESTION = re.compile(r"\b(search the web|on the web|web search|search online|look up)\b")
+# The page the stand-in cites as the searching model (it reaches no web).
+WEB_SOURCE: Final = ("Home Assistant", "https://www.home-assistant.io/")
+
+
+def web_search(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
+    if _WEB_QUESTION.search(said) is None:
+        return None
+    tool = tools.own("home_web_search")
+    if tool is None:
+        return say(
+            'I would search the web, but this agent may not: turn on "Search the web" in '
+            "its settings (and give it a web search model)."
+        )
+    return call(tool, {"query": text})
+
+
+def web_answer(body: dict[str, Any]) -> str:
+    """The searching model's answer: the stand-in reaches no web, and says so."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    users = [m for m in messages if m.get("role") == "user"]
+    asked = text_of(users[-1]) if users else ""
+    question = asked.rpartition("Question:")[2].strip() or asked
+    return (
+        f"I am a scripted stand-in and cannot reach the web, so I found nothing about {question!r}."
+    )
 
 
 def images_asked_about(body: dict[str, Any]) -> list[bytes]:
@@ -850,6 +897,8 @@ def describe(name: str, arguments: dict[str, Any], data: Any) -> str:
         return _history_answer(data)
     if name == "home_camera_look":
         return f"{data.get('camera')}: {data.get('description')}"
+    if name == "home_web_search":
+        return str(data.get("answer"))
     if name == "home_media_play":
         return f"Now playing {data.get('playing')} on {data.get('player')}."
     if name == "home_media_status":
@@ -960,6 +1009,25 @@ class OfflineModelServer(FakeOpenAIServer):
             data=png_bands(words(prompt) or [prompt], IMAGE_SIZE),
             revised_prompt=f"Coloured bands, one per word of: {prompt}",
         )
+
+    def _completion(self, body: Mapping[str, Any], reply: Reply) -> dict[str, Any]:
+        """A search request's answer cites its page as OpenAI's search models do."""
+        completion = super()._completion(body, reply)
+        if "web_search_options" in body:
+            title, url = WEB_SOURCE
+            text = completion["choices"][0]["message"]["content"] or ""
+            completion["choices"][0]["message"]["annotations"] = [
+                {
+                    "type": "url_citation",
+                    "url_citation": {
+                        "start_index": 0,
+                        "end_index": len(text),
+                        "url": url,
+                        "title": title,
+                    },
+                }
+            ]
+        return completion
 
     def _knows_model(self, model: str) -> bool:
         # LiteLLM sends the name without "openai/"; accept both, and any name at all,

@@ -27,6 +27,7 @@ from custom_components.langgraph_conversation.const import (
     CONF_THINK,
     CONF_TOOL_CATEGORIES,
     CONF_VISION_MODEL,
+    CONF_WEB_SEARCH_MODEL,
     DOMAIN,
     SUBENTRY_CONVERSATION,
     THINK_ON,
@@ -150,6 +151,7 @@ _OTHER: dict[str, Any] = {
     CONF_FAST_MODEL: {CONF_MODEL: "openai/gpt-small"},
     CONF_FALLBACK_MODEL: {CONF_MODEL: "openai/gpt-other"},
     CONF_VISION_MODEL: {CONF_MODEL: "openai/gpt-eyes"},
+    CONF_WEB_SEARCH_MODEL: {CONF_MODEL: "perplexity/sonar"},
 }
 
 

@@ -48,6 +48,7 @@ from .agent.models import (
     async_list_models,
     embedding_access,
     provider_of,
+    searches,
     warm_up_embeddings,
     warm_up_once,
 )
@@ -92,6 +93,8 @@ from .const import (
     CONF_THREAD_IDLE_DAYS,
     CONF_TOOL_CATEGORIES,
     CONF_VISION_MODEL,
+    CONF_WEB_SEARCH,
+    CONF_WEB_SEARCH_MODEL,
     DEFAULT_AI_TASK_NAME,
     DEFAULT_AI_TASK_TEMPERATURE,
     DEFAULT_CONVERSATION_NAME,
@@ -509,6 +512,9 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
             # own model cannot see images (or when the owner wants images to go there).
             _agent_option(CONF_CAMERAS): BooleanSelector(),
             vol.Optional(CONF_VISION_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
+            # Web search (#27): off by default; a web search model for agents that cannot.
+            _agent_option(CONF_WEB_SEARCH): BooleanSelector(),
+            vol.Optional(CONF_WEB_SEARCH_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
             _agent_option(CONF_ACTIVITY_CONTENTS): BooleanSelector(),
             _agent_option(CONF_REQUEST_TIMEOUT): NumberSelector(
                 NumberSelectorConfig(
@@ -543,7 +549,7 @@ def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str,
     ):
         if key in options:
             options[key] = int(options[key])
-    for key in (CONF_FAST_MODEL, CONF_FALLBACK_MODEL, CONF_VISION_MODEL):
+    for key in (CONF_FAST_MODEL, CONF_FALLBACK_MODEL, CONF_VISION_MODEL, CONF_WEB_SEARCH_MODEL):
         if role := _role_options(options.get(key)):
             options[key] = role
         else:
@@ -625,7 +631,27 @@ class AgentSubentryFlow(_OptionsSubentryFlow):
 
     def _placeholders(self) -> dict[str, str] | None:
         found = labelled(self.hass, suggested_confirm_entities(self.hass))
-        return {"confirm_suggestions": ", ".join(found) or "-"}
+        return {
+            "confirm_suggestions": ", ".join(found) or "-",
+            "search_model_status": self._search_model_status,
+        }
+
+    # Web search (#27): whether the agent's own model searches, by LiteLLM's model map
+    # (read in the executor), said in the option's description.
+    _search_model_status = ""
+
+    async def _async_step_options(
+        self, user_input: dict[str, Any] | None, *, is_new: bool
+    ) -> SubentryFlowResult:
+        if user_input is None:
+            model = self._get_entry().data[CONF_MODEL]
+            self._search_model_status = (
+                f"{model} searches the web itself"
+                if await searches(model)
+                else f"{model} cannot search the web (LiteLLM's model list), so the option "
+                "works only with a web search model that can (below)"
+            )
+        return await super()._async_step_options(user_input, is_new=is_new)
 
 
 def _ai_task_schema(hass: HomeAssistant, is_new: bool) -> vol.Schema:

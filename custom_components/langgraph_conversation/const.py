@@ -153,3 +153,9 @@ CONF_IMAGE_FALLBACK_MODEL: Final = "image_fallback_model"
 # model's: CONF_MODEL, CONF_API_KEY, CONF_API_BASE).
 CONF_CAMERAS: Final = "look_through_cameras"
 CONF_VISION_MODEL: Final = "vision_model"
+
+# Web search (#27 part 1, tools/web_search.py): an agent option, off unless the owner turns
+# it on, and the model that searches when the agent's own cannot (a form section like the
+# vision model's: CONF_MODEL, CONF_API_KEY, CONF_API_BASE).
+CONF_WEB_SEARCH: Final = "web_search"
+CONF_WEB_SEARCH_MODEL: Final = "web_search_model"

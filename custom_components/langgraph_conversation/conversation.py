@@ -24,7 +24,8 @@ from .profile import AgentProfile, agent_profile
 from .runtime_entry import LangGraphConfigEntry
 from .tools.effects import EffectGate
 from .tools.ha_llm_api import registered_apis
-from .turn_assembly import assemble_turn, clean_request
+from .tools.web_search import with_sources
+from .turn_assembly import assemble_turn, clean_request, web_search_access
 from .window_issue import clear_window_issue
 
 _LOGGER = logging.getLogger(__name__)
@@ -117,6 +118,8 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         runtime = self.entry.runtime_data
         effects = EffectGate.of(self.hass).open_scope(turn_context, self.profile.confirm_entities)
         try:
+            # Web search (#27): the turn's searches, and their sources under a text answer.
+            web = await web_search_access(runtime, self.profile, user_input)
             turn = await assemble_turn(
                 self.hass,
                 runtime,
@@ -126,8 +129,12 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                 chat_log,
                 request,
                 effects,
+                web,
             )
-            await self._stream_into(chat_log, runtime.run_turn(self.profile.agent, turn), notice)
+            events = runtime.run_turn(self.profile.agent, turn)
+            if web is not None:
+                events = with_sources(events, web)
+            await self._stream_into(chat_log, events, notice)
         finally:
             # Whatever this turn's tools started and still calls now is refused.
             effects.close()

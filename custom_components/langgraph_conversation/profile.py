@@ -57,6 +57,8 @@ from .const import (
     CONF_THINK,
     CONF_TOOL_CATEGORIES,
     CONF_VISION_MODEL,
+    CONF_WEB_SEARCH,
+    CONF_WEB_SEARCH_MODEL,
     DEFAULT_AGENT_KIND,
     DEFAULT_AI_TASK_TEMPERATURE,
     DEFAULT_CONTEXT_WINDOW,
@@ -116,6 +118,10 @@ AGENT_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         # model looks, when it sees images (agent/models/vision.py).
         CONF_CAMERAS: False,
         CONF_VISION_MODEL: None,
+        # Web search: off unless the owner turns it on; None: the agent's own model
+        # searches, when it can (agent/models/web_search.py).
+        CONF_WEB_SEARCH: False,
+        CONF_WEB_SEARCH_MODEL: None,
     }
 )
 
@@ -196,7 +202,7 @@ def agent_kind(options: Mapping[str, Any]) -> AgentKind:
 
 
 def agent_roles(main: ModelAccess, options: Mapping[str, Any]) -> RoleAccesses:
-    """The fast, fallback and vision models an agent chose (form sections), under the
+    """The fast, fallback, vision and web search models an agent chose (form sections), under the
     key rule."""
 
     def chosen(key: str) -> ModelAccess | None:
@@ -209,6 +215,7 @@ def agent_roles(main: ModelAccess, options: Mapping[str, Any]) -> RoleAccesses:
         fast=chosen(CONF_FAST_MODEL),
         fallback=chosen(CONF_FALLBACK_MODEL),
         vision=chosen(CONF_VISION_MODEL),
+        search=chosen(CONF_WEB_SEARCH_MODEL),
     )
 
 
@@ -279,6 +286,8 @@ class AgentProfile:
     continue_text: bool
     # Whether the agent may look through the cameras exposed to it (tools/cameras.py).
     look_through_cameras: bool = False
+    # Whether the agent may search the web (tools/web_search.py).
+    search_the_web: bool = False
 
     @property
     def uses_tools(self) -> bool:
@@ -325,4 +334,5 @@ def agent_profile(hass: HomeAssistant, subentry: ConfigSubentry, main: ModelAcce
         continue_minutes=option(options, CONF_CONTINUE_MINUTES),
         continue_text=bool(option(options, CONF_CONTINUE_TEXT)),
         look_through_cameras=uses_tools and bool(option(options, CONF_CAMERAS)),
+        search_the_web=uses_tools and bool(option(options, CONF_WEB_SEARCH)),
     )

@@ -6,7 +6,8 @@ gets it, the thread (parties.py), the system prompt (Home Assistant's, reworded,
 listing dense or compact, its clock moved out, flagged names named again), the tools
 (tools/selection.py), what others said in the conversation meanwhile, who asks and from
 where, and for an agent that may look through cameras, the model that looks (nothing of it
-is done for an agent that may not). Whatever is read from the home is read by tools/.
+is done for an agent that may not); for one that may search the web, the model that
+searches (web_search_access). Whatever is read from the home is read by tools/.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from homeassistant.util import dt as dt_util
 from .activity import ActivityReporter
 from .agent.events import TextFlagged
 from .agent.guard import Requester, clean_text
-from .agent.models import look_at_image, looking_model
+from .agent.models import look_at_image, looking_model, search_web, searching_model
 from .agent.runtime import AgentRuntime, Turn
 from .const import DOMAIN, MAX_REQUEST_CHARS
 from .parties import thread_request
@@ -35,7 +36,7 @@ from .tools.effects import EffectScope
 from .tools.listing import dense_system_prompt
 from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice, speaker
 from .tools.people import person_of_user
-from .tools.registry import CameraAccess, ToolContext
+from .tools.registry import CameraAccess, ToolContext, WebSearchAccess
 from .tools.selection import choose_tools
 from .window_issue import WindowIssueReporter
 
@@ -167,6 +168,37 @@ async def camera_access(
     return CameraAccess(look=look, viewed=viewed)
 
 
+def satellite_of(user_input: conversation.ConversationInput) -> str | None:
+    """The satellite a message was spoken at (a satellite without a device in the registry
+    still is someone speaking); None for a typed one."""
+    return user_input.device_id or getattr(user_input, "satellite_id", None)
+
+
+async def web_search_access(
+    runtime: AgentRuntime, profile: AgentProfile, user_input: conversation.ConversationInput
+) -> WebSearchAccess | None:
+    """How this turn's web search tool searches: the agent's model that searches, in a
+    request of its own (agent/models/web_search.py); None when the agent may not search
+    the web (nothing is looked up then) or no model of it searches."""
+    if not profile.search_the_web:
+        return None
+    searcher = await searching_model(runtime.access, profile.agent.roles)
+    if searcher is None:
+        return None
+    agent = profile.agent
+
+    async def search(query: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+        answer = await search_web(
+            searcher,
+            query,
+            timeout=agent.settings.request_timeout,
+            retries=agent.model_retries,
+        )
+        return answer.text, tuple((source.title, source.url) for source in answer.sources)
+
+    return WebSearchAccess(search=search, voice=bool(satellite_of(user_input)))
+
+
 async def assemble_turn(
     hass: HomeAssistant,
     runtime: AgentRuntime,
@@ -176,9 +208,11 @@ async def assemble_turn(
     chat_log: conversation.ChatLog,
     request: str,
     effects: EffectScope,
+    web_search: WebSearchAccess | None = None,
 ) -> Turn:
     """What this message brings to a turn of the agent of `profile` (its entity is
-    `agent_entity_id`); the turn's tools act under the effect scope's Context."""
+    `agent_entity_id`); the turn's tools act under the effect scope's Context, and search
+    the web through `web_search` (web_search_access) when the agent may."""
     now = dt_util.utcnow().timestamp()
     prompt, clock, names = system_prompt(hass, profile, chat_log)
     # The thread of this conversation and this party (agent/memory/threads.py).
@@ -204,15 +238,16 @@ async def assemble_turn(
                 if profile.look_through_cameras
                 else None
             ),
+            web_search=web_search,
         ),
         chat_log.llm_api,
         profile.tool_categories,
         prompt,
         cameras=profile.look_through_cameras,
+        web_search=profile.search_the_web,
     )
     _LOGGER.debug("%s: tools left out: %s", profile.name, dict(tools.left_out))
-    # A satellite without a device in the registry still is someone speaking.
-    satellite = user_input.device_id or getattr(user_input, "satellite_id", None)
+    satellite = satellite_of(user_input)
     return Turn(
         thread_id=thread.thread_id,
         text=request,

@@ -15,7 +15,8 @@ python scripts/develop_lib/config.py prepare CONFIG_DIR PORT  (before Home Assis
     stand-in (model openai/offline-demo) pointed at API_BASE, points the preferred Assist
     pipeline at its agent, and exposes the demo locks, weather entities and camera to
     Assist (Home Assistant does not expose those domains by default; the demo phrases need
-    them). A new stand-in agent may look through cameras, the stand-in as its vision model;
+    them). A new stand-in agent may look through cameras, the stand-in as its vision model,
+    and search the web, the stand-in (under a search model's name) as its web search model;
     a new entry also gets an AI Task whose image model is the stand-in's, for
     ai_task.generate_image.
     Then prints, one per line, the requirements of the integrations this configuration
@@ -86,6 +87,11 @@ OFFLINE_EXPOSE_UNREGISTERED = (
 OFFLINE_AGENT_OPTIONS: dict[str, Any] = {
     "look_through_cameras": True,
     "vision_model": {"model": OFFLINE_MODEL},
+    # It may search the web too: its web search model is one LiteLLM's map says searches,
+    # at the stand-in's address (the entry's key and base URL: same provider), which
+    # answers that it reaches no web, citing one page.
+    "web_search": True,
+    "web_search_model": {"model": "openai/gpt-4o-mini-search-preview"},
 }
 OFFLINE_EXPOSE_REGISTERED = {
     # (domain, platform, unique_id): entity_id

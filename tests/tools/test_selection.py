@@ -42,6 +42,7 @@ MEDIA_STATUS = "home_media_status"
 WEATHER = "home_weather"
 HISTORY = "home_history"
 CAMERA = "home_camera_look"
+WEB_SEARCH = "home_web_search"
 MEMORY = "memory"
 OURS = {FIND, GET_STATE, LIGHT, MEDIA_CONTROL, MEDIA_PLAY, MEDIA_STATUS, WEATHER, HISTORY}
 
@@ -190,6 +191,9 @@ def _expected_reasons(
     # The camera tool is no category: off unless the agent may look through cameras
     # (tests/tools/test_cameras.py has its other reasons).
     reasons[CAMERA] = LeftOut.CAMERAS_NOT_ALLOWED
+    # Nor is web search: off unless the agent may search the web
+    # (tests/tools/test_web_search.py has its other reasons).
+    reasons[WEB_SEARCH] = LeftOut.WEB_SEARCH_NOT_ALLOWED
     return reasons
 
 

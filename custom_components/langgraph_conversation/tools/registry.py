@@ -41,6 +41,19 @@ class CameraAccess:
 
 
 @dataclass(frozen=True, slots=True)
+class WebSearchAccess:
+    """How a turn's web search tool searches (web_search.py); a turn has one only when its
+    agent may search the web and has a model that searches."""
+
+    # The query → the searching model's answer, and its sources as (title, url) pairs.
+    search: Callable[[str], Awaitable[tuple[str, tuple[tuple[str, str], ...]]]]
+    # A turn spoken at a satellite: the answer is heard, so no addresses in it.
+    voice: bool = False
+    # The sources of this turn's searches, in order, each once (shown under a text answer).
+    found: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
 class ToolContext:
     """Where a tool call comes from; handed to every handler."""
 
@@ -52,6 +65,8 @@ class ToolContext:
     timeout: float = DEFAULT_TOOL_TIMEOUT
     # None: this turn may not look through cameras.
     cameras: CameraAccess | None = None
+    # None: this turn may not search the web.
+    web_search: WebSearchAccess | None = None
 
 
 type ToolHandler = Callable[[ToolContext, dict[str, Any]], Awaitable[Any]]

@@ -26,6 +26,9 @@ home_camera_look        not a category: offered only when the agent may look thr
                         cameras (its own option, off by default) and a model of the
                         agent sees images (the turn's ToolContext.cameras); Assist cannot
                         look at all
+home_web_search         not a category: offered only when the agent may search the web
+                        (its own option, off by default) and a model of the agent
+                        searches (the turn's ToolContext.web_search); Assist has no web
 
 Each is also left out when no exposed entity of its domain exists: a weather tool in a
 home without a weather entity only costs tokens and invites a wrong call, and two tools
@@ -51,6 +54,7 @@ from .ha_llm_api import assist_job, distinct_names, tools_from_llm_api
 from .media import PLAY_TOOL
 from .registry import ToolContext, ToolSpec, as_langchain_tools
 from .schema import home_has_floors
+from .web_search import SPECS as WEB_SEARCH_SPECS
 
 # Our tools that only help when the prompt carries no entity listing (what the listing
 # already tells the model).
@@ -75,6 +79,10 @@ class LeftOut(StrEnum):
     CAMERAS_NOT_ALLOWED = "cameras_not_allowed"
     # No model of the agent sees images (the camera tool only).
     NO_VISION_MODEL = "no_vision_model"
+    # Web search (#27): the agent's owner did not let it search the web.
+    WEB_SEARCH_NOT_ALLOWED = "web_search_not_allowed"
+    # No model of the agent searches the web (LiteLLM's map; the web search tool only).
+    NO_SEARCH_MODEL = "no_search_model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +116,12 @@ def choose_tools(
     system_prompt: str,
     *,
     cameras: bool = False,
+    web_search: bool = False,
 ) -> ToolChoice:
     """The tools of a turn of `tool_context`'s assistant: all of the turn's API tools, and
     those of our chosen categories that fit this home, this API and this prompt; the camera
-    tool when the agent may look through cameras (`cameras`) and has a model that sees."""
+    tool when the agent may look through cameras (`cameras`) and has a model that sees; the
+    web search tool when it may search the web (`web_search`) and has a model that searches."""
     hass = tool_context.hass
     chosen = set(categories)
     exposed = _exposed_domains(hass, tool_context.assistant)
@@ -132,6 +142,13 @@ def choose_tools(
             fitting.append(spec)
         else:
             left_out[spec.name] = reason
+    for spec in WEB_SEARCH_SPECS:
+        if not web_search:
+            left_out[spec.name] = LeftOut.WEB_SEARCH_NOT_ALLOWED
+        elif tool_context.web_search is None:
+            left_out[spec.name] = LeftOut.NO_SEARCH_MODEL
+        else:
+            fitting.append(spec)
     bound = as_langchain_tools(fitting, tool_context, floors=home_has_floors(hass))
     own_tools = tuple(tool for tool in bound if tool.name not in left_out)
     play_tool = PLAY_TOOL if any(tool.name == PLAY_TOOL for tool in own_tools) else None

@@ -8,7 +8,7 @@ import inspect
 
 import litellm
 from litellm import utils as litellm_utils
-from litellm.litellm_core_utils import streaming_handler, thread_pool_executor
+from litellm.litellm_core_utils import litellm_logging, streaming_handler, thread_pool_executor
 from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
 from litellm.llms.custom_httpx import async_client_cleanup
 import openai
@@ -28,12 +28,25 @@ def test_the_installed_litellm_is_the_checked_one() -> None:
     assert litellm_release.ACTIVE
 
 
-def test_litellms_logging_pool_is_replaced_under_both_names() -> None:
-    # LiteLLM's own pool still exists where both modules took it from...
+def test_litellms_logging_pool_is_replaced_under_every_name() -> None:
+    # LiteLLM's own pool still exists where the modules took it from...
     assert isinstance(thread_pool_executor.executor, ThreadPoolExecutor)
-    # ...and both names it was bound to are ours.
+    # ...and every name it was bound to is ours.
     assert streaming_handler.executor is LOGGING_POOL
     assert litellm_utils.executor is LOGGING_POOL
+    assert litellm_logging.executor is LOGGING_POOL
+
+
+async def test_an_answer_not_streamed_logs_on_our_pool() -> None:
+    """A non-streamed call (the web search's) hands its success logging to a pool too."""
+    LOGGING_POOL.shutdown()
+    response = await litellm.acompletion(
+        model="gpt-4o", messages=[{"role": "user", "content": "Hi"}], mock_response="Hello."
+    )
+    assert response.choices[0].message.content == "Hello."
+    assert LOGGING_POOL._pool is not None
+    LOGGING_POOL.shutdown()
+    assert LOGGING_POOL._pool is None
 
 
 def test_a_streamed_answer_logs_on_our_pool() -> None:

@@ -1,8 +1,8 @@
 """Model access through LiteLLM: settings and credentials, chat models and their
 streams, error classification, warm-up and shared clients, roles (fast, fallback), the
 model catalog, Ollama's options, embeddings, one streamed model call with its fallback,
-one-shot calls (AI Task) that need no graph, images (AI Task's generate_image), and a look
-at one image (camera questions).
+one-shot calls (AI Task) that need no graph, images (AI Task's generate_image), a look
+at one image (camera questions), and a web search with its sources.
 
 The names here are what code outside this folder may use.
 """
@@ -35,6 +35,7 @@ from .ollama import bounded_settings, forget_model_windows, window_of
 from .one_shot import InvalidAnswer, TaskRequest, model_capabilities, run_task
 from .roles import ModelCache, ModelRole, RoleAccesses, RoleModel, RoleModels, role_access
 from .vision import Looker, look_at_image, looking_model
+from .web_search import Searcher, Source, WebAnswer, search_web, searches, searching_model
 
 __all__ = [
     "INVALID_IMAGE",
@@ -55,7 +56,10 @@ __all__ = [
     "RoleAccesses",
     "RoleModel",
     "RoleModels",
+    "Searcher",
+    "Source",
     "TaskRequest",
+    "WebAnswer",
     "answer_deadline",
     "async_check_access",
     "async_embed",
@@ -74,6 +78,9 @@ __all__ = [
     "provider_of",
     "role_access",
     "run_task",
+    "search_web",
+    "searches",
+    "searching_model",
     "stream_with_fallback",
     "to_model_error",
     "warm_up",

@@ -63,11 +63,13 @@ def falls_back(err: BaseException) -> bool:
 @dataclass(frozen=True, slots=True)
 class RoleAccesses:
     """The models one agent chose for its roles; None means the main model / no fallback
-    / no model of its own for images."""
+    / no model of its own for images or web searches."""
 
     fast: ModelAccess | None = None
     fallback: ModelAccess | None = None
     vision: ModelAccess | None = None
+    # Web search (#27): the model that searches the web for the agent (web_search.py).
+    search: ModelAccess | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,12 @@
 
 Behaviour worked around (checked on LiteLLM 1.83.0):
 
-- Logging threads. LiteLLM hands the logging of every streamed answer to a module-level
-  pool of up to 100 non-daemon threads that never exit (`executor` of
-  `litellm.litellm_core_utils.thread_pool_executor`, bound by name at import as
-  `litellm.utils.executor` and `litellm.litellm_core_utils.streaming_handler.executor`);
+- Logging threads. LiteLLM hands the logging of every streamed answer, and of every
+  answer not streamed (a web search's), to a module-level pool of up to 100 non-daemon
+  threads that never exit (`executor` of `litellm.litellm_core_utils.thread_pool_executor`,
+  bound by name at import as `litellm.utils.executor`,
+  `litellm.litellm_core_utils.streaming_handler.executor` and
+  `litellm.litellm_core_utils.litellm_logging.executor`);
   Home Assistant then waits its full thread timeout at every shutdown. Both names are
   pointed at LoggingPool, a small pool that starts threads on demand and is shut down when
   the last entry unloads or Home Assistant stops (and starts again if used later).
@@ -76,11 +78,13 @@ LOGGING_POOL = LoggingPool()
 
 
 def _install_logging_pool() -> None:
-    # Both modules bound LiteLLM's pool by name at import; point them at ours.
+    # The modules bound LiteLLM's pool by name at import; point them at ours.
     from litellm import utils as litellm_utils
-    from litellm.litellm_core_utils import streaming_handler
+    from litellm.litellm_core_utils import litellm_logging, streaming_handler
 
     streaming_handler.executor = litellm_utils.executor = LOGGING_POOL
+    # Answers not streamed log through this one (Logging's sync success callbacks).
+    litellm_logging.executor = LOGGING_POOL
 
 
 if ACTIVE:
