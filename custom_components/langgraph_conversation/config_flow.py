@@ -57,6 +57,8 @@ from .const import (
     CONF_AGENT_KIND,
     CONF_API_BASE,
     CONF_API_KEY,
+    CONF_AUTOMATIONS,
+    CONF_AUTOMATIONS_CRITICAL,
     CONF_BASE_PROMPT,
     CONF_CAMERAS,
     CONF_CHECKPOINTS_KEPT,
@@ -509,6 +511,10 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
             # own model cannot see images (or when the owner wants images to go there).
             _agent_option(CONF_CAMERAS): BooleanSelector(),
             vol.Optional(CONF_VISION_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
+            # Automations by voice: off by default; critical actions in them need the
+            # second, explicit option.
+            _agent_option(CONF_AUTOMATIONS): BooleanSelector(),
+            _agent_option(CONF_AUTOMATIONS_CRITICAL): BooleanSelector(),
             _agent_option(CONF_ACTIVITY_CONTENTS): BooleanSelector(),
             _agent_option(CONF_REQUEST_TIMEOUT): NumberSelector(
                 NumberSelectorConfig(

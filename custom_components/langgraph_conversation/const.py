@@ -153,3 +153,9 @@ CONF_IMAGE_FALLBACK_MODEL: Final = "image_fallback_model"
 # model's: CONF_MODEL, CONF_API_KEY, CONF_API_BASE).
 CONF_CAMERAS: Final = "look_through_cameras"
 CONF_VISION_MODEL: Final = "vision_model"
+
+# Automations by voice (tools/automations.py): an agent option, off unless the owner turns
+# it on, and a second, explicit one letting automations include critical actions (unlock,
+# open a garage door, disarm...), then only after a yes that names them.
+CONF_AUTOMATIONS: Final = "create_automations"
+CONF_AUTOMATIONS_CRITICAL: Final = "automations_critical_actions"

@@ -31,6 +31,8 @@ from .const import (
     CONF_AGENT_KIND,
     CONF_API_BASE,
     CONF_API_KEY,
+    CONF_AUTOMATIONS,
+    CONF_AUTOMATIONS_CRITICAL,
     CONF_BASE_PROMPT,
     CONF_CAMERAS,
     CONF_COMPACT_CONTEXT,
@@ -116,6 +118,10 @@ AGENT_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         # model looks, when it sees images (agent/models/vision.py).
         CONF_CAMERAS: False,
         CONF_VISION_MODEL: None,
+        # Automations by voice: off unless the owner turns them on; critical actions in
+        # them only with the second, explicit option (tools/automations.py).
+        CONF_AUTOMATIONS: False,
+        CONF_AUTOMATIONS_CRITICAL: False,
     }
 )
 
@@ -279,6 +285,10 @@ class AgentProfile:
     continue_text: bool
     # Whether the agent may look through the cameras exposed to it (tools/cameras.py).
     look_through_cameras: bool = False
+    # Whether the agent may create automations (for administrators, after their yes),
+    # and whether those may include critical actions (tools/automations.py).
+    create_automations: bool = False
+    automations_critical: bool = False
 
     @property
     def uses_tools(self) -> bool:
@@ -325,4 +335,6 @@ def agent_profile(hass: HomeAssistant, subentry: ConfigSubentry, main: ModelAcce
         continue_minutes=option(options, CONF_CONTINUE_MINUTES),
         continue_text=bool(option(options, CONF_CONTINUE_TEXT)),
         look_through_cameras=uses_tools and bool(option(options, CONF_CAMERAS)),
+        create_automations=uses_tools and bool(option(options, CONF_AUTOMATIONS)),
+        automations_critical=bool(option(options, CONF_AUTOMATIONS_CRITICAL)),
     )

@@ -5,8 +5,9 @@ result; what the turn is made of is gathered here, in one place: the request as 
 gets it, the thread (parties.py), the system prompt (Home Assistant's, reworded, its entity
 listing dense or compact, its clock moved out, flagged names named again), the tools
 (tools/selection.py), what others said in the conversation meanwhile, who asks and from
-where, and for an agent that may look through cameras, the model that looks (nothing of it
-is done for an agent that may not). Whatever is read from the home is read by tools/.
+where, for an agent that may look through cameras, the model that looks (nothing of it
+is done for an agent that may not), and for an agent that makes automations, what the
+asker may do with them. Whatever is read from the home is read by tools/.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .const import DOMAIN, MAX_REQUEST_CHARS
 from .parties import thread_request
 from .profile import AgentProfile
 from .tools.assist_wording import shorter_prompt
+from .tools.automations import automation_access
 from .tools.context import compact_system_prompt, split_clock
 from .tools.effects import EffectScope
 from .tools.listing import dense_system_prompt
@@ -202,6 +204,16 @@ async def assemble_turn(
             cameras=(
                 await camera_access(runtime, profile, activity, person_id)
                 if profile.look_through_cameras
+                else None
+            ),
+            automations=(
+                await automation_access(
+                    hass,
+                    user_input.context.user_id,
+                    critical_allowed=profile.automations_critical,
+                    marked=frozenset(profile.confirm_entities),
+                )
+                if profile.create_automations
                 else None
             ),
         ),

@@ -32,7 +32,7 @@ parameters keep their names.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 import inspect
@@ -105,6 +105,9 @@ class HeldCall:
     return_response: bool
     actions: tuple[str, ...]
     user_id: str | None
+    # An effect that is no service call (writing an automation: tools/automations.py):
+    # what runs after the yes, under the confirmed call's Context.
+    run: Callable[[Context], Awaitable[None]] | None = field(default=None, compare=False)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -328,6 +331,9 @@ class EffectGate:
         context = Context(user_id=call.user_id)
         _LOGGER.info("Running confirmed action(s) %s", ", ".join(call.actions))
         try:
+            if call.run is not None:
+                await call.run(context)
+                return None
             await ServiceRegistry.async_call(
                 self.hass.services,
                 call.domain,
@@ -341,6 +347,39 @@ class EffectGate:
             _LOGGER.warning("Confirmed action %s failed: %s", ", ".join(call.actions), err)
             return str(err) or type(err).__name__
         return None
+
+    def hold(
+        self,
+        context: Context,
+        effect: tuple[str, str, dict[str, Any]],
+        action: str,
+        run: Callable[[Context], Awaitable[None]],
+    ) -> bool:
+        """Hold an effect that is no service call until the requester's yes: `effect` is
+        what it does (a domain, a verb and its data: the same effect asked twice runs
+        once), `action` how the question names it, `run` what runs after the yes.
+
+        Such an effect is always held (the caller decided by what it will do); False when
+        `context` is no running turn's, so nobody could be asked: it must not run.
+        """
+        scope = self._scopes.get(context.id)
+        if scope is None or scope.closed:
+            return False
+        domain, verb, data = effect
+        scope.held.append(
+            HeldCall(
+                call_id=current_tool_call.get() or "",
+                domain=domain,
+                service=verb,
+                data=data,
+                return_response=False,
+                actions=(action,),
+                user_id=scope.context.user_id,
+                run=run,
+            )
+        )
+        _LOGGER.info("Holding %s until the user says yes", action)
+        return True
 
     # The check --------------------------------------------------------------------
 

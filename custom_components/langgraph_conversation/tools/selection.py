@@ -26,6 +26,11 @@ home_camera_look        not a category: offered only when the agent may look thr
                         cameras (its own option, off by default) and a model of the
                         agent sees images (the turn's ToolContext.cameras); Assist cannot
                         look at all
+home_automation_create, not a category: offered only when the agent's owner turned
+home_automation_list,   automations by voice on (its own option, off by default: no
+home_automation_delete  tool and no token otherwise) and Home Assistant's automation
+                        integration is loaded; who may create or delete is decided per
+                        asker (the turn's ToolContext.automations)
 
 Each is also left out when no exposed entity of its domain exists: a weather tool in a
 home without a weather entity only costs tokens and invites a wrong call, and two tools
@@ -45,6 +50,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.helpers import llm
 
 from . import TOOLS
+from .automations import SPECS as AUTOMATION_SPECS
 from .cameras import SPECS as CAMERA_SPECS
 from .context import entity_listing
 from .ha_llm_api import assist_job, distinct_names, tools_from_llm_api
@@ -75,6 +81,8 @@ class LeftOut(StrEnum):
     CAMERAS_NOT_ALLOWED = "cameras_not_allowed"
     # No model of the agent sees images (the camera tool only).
     NO_VISION_MODEL = "no_vision_model"
+    # The agent's owner did not turn automations by voice on (the automation tools only).
+    AUTOMATIONS_NOT_ALLOWED = "automations_not_allowed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +140,13 @@ def choose_tools(
             fitting.append(spec)
         else:
             left_out[spec.name] = reason
+    for spec in AUTOMATION_SPECS:
+        if tool_context.automations is None:
+            left_out[spec.name] = LeftOut.AUTOMATIONS_NOT_ALLOWED
+        elif "automation" not in hass.config.components:
+            left_out[spec.name] = LeftOut.NOT_LOADED
+        else:
+            fitting.append(spec)
     bound = as_langchain_tools(fitting, tool_context, floors=home_has_floors(hass))
     own_tools = tuple(tool for tool in bound if tool.name not in left_out)
     play_tool = PLAY_TOOL if any(tool.name == PLAY_TOOL for tool in own_tools) else None
