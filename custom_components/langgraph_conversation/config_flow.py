@@ -511,10 +511,7 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
             # own model cannot see images (or when the owner wants images to go there).
             _agent_option(CONF_CAMERAS): BooleanSelector(),
             vol.Optional(CONF_VISION_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
-            # Automations by voice: off by default; critical actions in them need the
-            # second, explicit option.
-            _agent_option(CONF_AUTOMATIONS): BooleanSelector(),
-            _agent_option(CONF_AUTOMATIONS_CRITICAL): BooleanSelector(),
+            **_automation_fields(),
             _agent_option(CONF_ACTIVITY_CONTENTS): BooleanSelector(),
             _agent_option(CONF_REQUEST_TIMEOUT): NumberSelector(
                 NumberSelectorConfig(
@@ -524,6 +521,15 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
         }
     )
     return vol.Schema(fields)
+
+
+def _automation_fields() -> dict[Any, Any]:
+    """Automations by voice: off by default; critical actions in them need the second,
+    explicit option."""
+    return {
+        _agent_option(CONF_AUTOMATIONS): BooleanSelector(),
+        _agent_option(CONF_AUTOMATIONS_CRITICAL): BooleanSelector(),
+    }
 
 
 def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from .tools.effects import EffectScope
 from .tools.listing import dense_system_prompt
 from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice, speaker
 from .tools.people import person_of_user
-from .tools.registry import CameraAccess, ToolContext
+from .tools.registry import AutomationAccess, CameraAccess, ToolContext
 from .tools.selection import choose_tools
 from .window_issue import WindowIssueReporter
 
@@ -169,6 +169,21 @@ async def camera_access(
     return CameraAccess(look=look, viewed=viewed)
 
 
+async def automations_of(
+    hass: HomeAssistant, profile: AgentProfile, user_id: str | None
+) -> AutomationAccess | None:
+    """What this turn's asker may do with automations; None (no tool, nothing looked up)
+    for an agent that makes none."""
+    if not profile.create_automations:
+        return None
+    return await automation_access(
+        hass,
+        user_id,
+        critical_allowed=profile.automations_critical,
+        marked=frozenset(profile.confirm_entities),
+    )
+
+
 async def assemble_turn(
     hass: HomeAssistant,
     runtime: AgentRuntime,
@@ -206,16 +221,7 @@ async def assemble_turn(
                 if profile.look_through_cameras
                 else None
             ),
-            automations=(
-                await automation_access(
-                    hass,
-                    user_input.context.user_id,
-                    critical_allowed=profile.automations_critical,
-                    marked=frozenset(profile.confirm_entities),
-                )
-                if profile.create_automations
-                else None
-            ),
+            automations=await automations_of(hass, profile, user_input.context.user_id),
         ),
         chat_log.llm_api,
         profile.tool_categories,

@@ -42,6 +42,7 @@ MEDIA_STATUS = "home_media_status"
 WEATHER = "home_weather"
 HISTORY = "home_history"
 CAMERA = "home_camera_look"
+AUTOMATION_TOOLS = ("home_automation_create", "home_automation_list", "home_automation_delete")
 MEMORY = "memory"
 OURS = {FIND, GET_STATE, LIGHT, MEDIA_CONTROL, MEDIA_PLAY, MEDIA_STATUS, WEATHER, HISTORY}
 
@@ -190,6 +191,10 @@ def _expected_reasons(
     # The camera tool is no category: off unless the agent may look through cameras
     # (tests/tools/test_cameras.py has its other reasons).
     reasons[CAMERA] = LeftOut.CAMERAS_NOT_ALLOWED
+    # The automation tools neither: off unless the agent's owner turned them on
+    # (tests/tools/test_automations.py).
+    for name in AUTOMATION_TOOLS:
+        reasons[name] = LeftOut.AUTOMATIONS_NOT_ALLOWED
     return reasons
 
 
