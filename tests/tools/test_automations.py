@@ -16,7 +16,9 @@ import json
 from pathlib import Path
 import random
 from typing import Any
+from unittest.mock import patch
 
+from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 import pytest
 from pytest_homeassistant_custom_component.common import (
@@ -28,6 +30,7 @@ from pytest_homeassistant_custom_component.common import (
 import yaml
 
 from custom_components.langgraph_conversation.agent.guard import CONFIRMATION_TIMEOUT
+from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
 from custom_components.langgraph_conversation.const import (
     CONF_AUTOMATIONS,
     CONF_AUTOMATIONS_CRITICAL,
@@ -39,16 +42,17 @@ from custom_components.langgraph_conversation.tools.automations import (
     LIST_TOOL,
 )
 from fakes import FakeOpenAIServer, ToolCall
+from fakes.offline_model import OfflineModelServer
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
-from homeassistant.const import EVENT_CALL_SERVICE
+from homeassistant.const import EVENT_CALL_SERVICE, Platform
 from homeassistant.core import Context, Event, HomeAssistant, callback
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers.sun import get_astral_event_next
 from homeassistant.setup import async_setup_component
 from homeassistant.util import dt as dt_util
 
-from ..conftest import agent_entity_id
+from ..conftest import add_test_entry, agent_entity_id
 from ..helpers import messages_of, text_of
 
 SEED = 2027
@@ -920,3 +924,67 @@ async def test_without_the_option_no_tool_is_offered(
         assert "automation" not in json.dumps(request.get("tools") or [])
     assert last_tool_result(openai_server)["error"] == "unknown_tool"
     assert await file_text(hass) is None
+
+
+async def test_the_offline_stand_in_drafts_and_creates_one_after_a_yes(
+    hass: HomeAssistant, socket_enabled: None, hass_admin_user: MockUser
+) -> None:
+    """What `scripts/develop --offline-model` sets up: Home Assistant's demo lights, the
+    stand-in as the model of an agent that may create automations. "Every weekday at
+    seven turn on the kitchen lights" is asked back, created after "yes", listed, and
+    turns on the demo's kitchen lights at seven on a weekday."""
+    await hass.config.async_set_time_zone("UTC")
+    assert await async_setup_component(hass, "homeassistant", {})
+    with patch(
+        "homeassistant.components.demo.COMPONENTS_WITH_CONFIG_ENTRY_DEMO_PLATFORM",
+        [Platform.LIGHT],
+    ):
+        assert await async_setup_component(hass, "demo", {})
+        await hass.async_block_till_done()
+    config = Path(hass.config.path("configuration.yaml"))
+    await hass.async_add_executor_job(
+        config.write_text, "automation: !include automations.yaml\n", "utf-8"
+    )
+    assert await async_setup_component(hass, "automation", {"automation": []})
+    async with OfflineModelServer() as server:
+        entry = add_test_entry(
+            hass, server.api_base, {**DEFAULT_AGENT_OPTIONS, CONF_AUTOMATIONS: True}
+        )
+        assert await async_setup_component(hass, "conversation", {})
+        assert await hass.config_entries.async_setup(entry.entry_id)
+        await hass.async_block_till_done()
+        asked = await converse(
+            hass,
+            entry,
+            "Every weekday at seven turn on the kitchen lights",
+            user_id=hass_admin_user.id,
+        )
+        done = await converse(hass, entry, "yes", asked.conversation_id, user_id=hass_admin_user.id)
+        listed = await converse(
+            hass, entry, "What automations did you make?", user_id=hass_admin_user.id
+        )
+        await hass.config_entries.async_unload(entry.entry_id)
+    assert speech(asked) == (
+        f"{QUESTION_START}: do you want me to create the automation "
+        "\u201cKitchen Lights on at 07:00 on weekdays\u201d: every weekday at 07:00, turn on "
+        "Kitchen Lights?"
+    )
+    assert speech(done).startswith("Done: I created the automation"), speech(done)
+    assert "Kitchen Lights on at 07:00 on weekdays (every weekday at 07:00" in speech(listed)
+    (written,) = yaml.safe_load(await file_text(hass))
+    assert written["actions"] == [
+        {"action": "light.turn_on", "target": {"entity_id": "light.kitchen_lights"}}
+    ]
+    await hass.services.async_call(
+        "light", "turn_off", {"entity_id": "light.kitchen_lights"}, blocking=True
+    )
+    # The next weekday at seven (the test's clock runs; the demo's light really turns on).
+    now = dt_util.now()
+    at = now.replace(hour=7, minute=0, second=0, microsecond=0)
+    while at <= now or at.weekday() >= 5:
+        at += timedelta(days=1)
+    with freeze_time(at):
+        async_fire_time_changed(hass, at)
+        await hass.async_block_till_done()
+    assert hass.states.get("light.kitchen_lights").state == "on"
+    await hass.services.async_call("automation", "turn_off", {"entity_id": "all"}, blocking=True)
