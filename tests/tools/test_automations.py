@@ -36,11 +36,15 @@ from custom_components.langgraph_conversation.const import (
     CONF_AUTOMATIONS_CRITICAL,
     CONF_CONFIRM_ENTITIES,
 )
+from custom_components.langgraph_conversation.tools.automation_files import in_editor_order
 from custom_components.langgraph_conversation.tools.automations import (
     CREATE_TOOL,
     DELETE_TOOL,
     LIST_TOOL,
+    automation_access,
 )
+from custom_components.langgraph_conversation.tools.registry import ToolContext
+from custom_components.langgraph_conversation.tools.selection import LeftOut, choose_tools
 from fakes import FakeOpenAIServer, ToolCall
 from fakes.offline_model import OfflineModelServer
 from homeassistant.components import conversation
@@ -596,6 +600,7 @@ UNEXPOSED_DRAFTS = [
     },
     {"conditions": [{"condition": "state", "entity_id": "light.cellar", "state": "on"}]},
     {"actions": [{"action": "light.turn_on", "entity_id": "light.kitchen, light.cellar"}]},
+    {"actions": [{"action": "light.turn_on", "target": {"entity_id": "Cellar Light"}}]},
 ]
 
 
@@ -988,3 +993,79 @@ async def test_the_offline_stand_in_drafts_and_creates_one_after_a_yes(
         await hass.async_block_till_done()
     assert hass.states.get("light.kitchen_lights").state == "on"
     await hass.services.async_call("automation", "turn_off", {"entity_id": "all"}, blocking=True)
+
+
+@pytest.mark.parametrize("agent_overrides", [AUTOMATION_AGENT])
+async def test_names_become_entity_ids_and_the_tag_names_the_person(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    hass_admin_user: MockUser,
+    home: Home,
+) -> None:
+    """A model that knows names only (Home Assistant's prompt lists no entity ids): each
+    name is matched as Assist matches it and written as the entity's id; the tag names
+    the person the admin user is (a person entity), not the user account."""
+    hass.states.async_set(
+        "person.anna", "home", {"user_id": hass_admin_user.id, "friendly_name": "Anna"}
+    )
+    draft = {
+        "name": "Porch at dusk",
+        "triggers": [{"trigger": "state", "entity_id": "Front Motion", "to": "on"}],
+        "conditions": [{"condition": "state", "entity_id": ["Porch Light"], "state": "off"}],
+        "actions": [{"action": "light.turn_on", "target": {"entity_id": "Porch Light"}}],
+    }
+    question = await create_after_yes(
+        hass, setup_integration, openai_server, draft, hass_admin_user.id
+    )
+    assert question.endswith(
+        "when Front Motion turns on, if Porch Light is off, turn on Porch Light?"
+    )
+    (written,) = yaml.safe_load(await file_text(hass))
+    assert written["triggers"][0]["entity_id"] == "binary_sensor.front_motion"
+    assert written["conditions"][0]["entity_id"] == ["light.porch"]
+    assert written["actions"][0]["target"] == {"entity_id": "light.porch"}
+    assert written["description"].startswith("Created by voice for Anna on ")
+
+
+async def test_the_automation_tools_are_offered_only_with_the_option_and_the_integration(
+    hass: HomeAssistant,
+) -> None:
+    """Left out without the option (nothing looked up), left out where automations are
+    not set up, offered otherwise; an admin may change, a read-only user or no user not."""
+    assert await async_setup_component(hass, "homeassistant", {})
+    admin = MockUser(name="Admin", is_owner=True).add_to_hass(hass)
+    reader = MockUser(name="Reader").add_to_hass(hass)
+    access = await automation_access(hass, admin.id, critical_allowed=False, marked=frozenset())
+    assert (access.requester, access.may_change) == ("Admin", True)
+    for user_id in (reader.id, None):
+        other = await automation_access(hass, user_id, critical_allowed=False, marked=frozenset())
+        assert not other.may_change
+    ours = {CREATE_TOOL, LIST_TOOL, DELETE_TOOL}
+
+    def left_out(automations: Any) -> dict[str, LeftOut]:
+        context = ToolContext(hass=hass, context=Context(), language="en", automations=automations)
+        choice = choose_tools(context, None, [], "")
+        offered = {tool.name for tool in choice.tools} & ours
+        assert offered == ours - set(choice.left_out), choice.left_out
+        return {name: reason for name, reason in choice.left_out.items() if name in ours}
+
+    assert left_out(None) == dict.fromkeys(ours, LeftOut.AUTOMATIONS_NOT_ALLOWED)
+    assert left_out(access) == dict.fromkeys(ours, LeftOut.NOT_LOADED)
+    assert await async_setup_component(hass, "automation", {"automation": []})
+    assert left_out(access) == {}
+
+
+def test_the_editor_key_order_is_the_editors() -> None:
+    """Contract: Home Assistant's editor (EditAutomationConfigView._write_value, which
+    does not use its instance) orders an automation's keys as in_editor_order does."""
+    from homeassistant.components.config.automation import EditAutomationConfigView
+
+    rng = random.Random(SEED)
+    keys = ["mode", "actions", "conditions", "triggers", "description", "alias", "variables"]
+    for _ in range(10):
+        rng.shuffle(keys)
+        config = {key: f"value of {key}" for key in keys}
+        data: list[dict[str, Any]] = []
+        EditAutomationConfigView._write_value(None, None, data, "1234", dict(config))  # type: ignore[arg-type]
+        assert list(data[0].items()) == list(in_editor_order("1234", config).items())

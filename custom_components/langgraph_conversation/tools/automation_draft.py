@@ -12,7 +12,8 @@ sentence the model can act on:
    cannot be checked), and so are device, area, floor and label targets (what they reach
    changes as the home changes), scripts and other automations (their steps are not
    here to check), webhooks and events (ways in from outside).
-3. Entities: every entity named anywhere in the draft exists and is exposed to Assist.
+3. Entities: every entity named anywhere in the draft exists and is exposed to Assist
+   (an `entity_id` given as a name is matched as Assist matches names, first).
 4. Services: every action's service exists; a service without an entity is allowed only
    for notifications; a service on entities must be their domain's (or Home Assistant's
    generic turn_on/turn_off/toggle).
@@ -40,6 +41,8 @@ from homeassistant.helpers import entity_registry as er
 
 from ..agent.errors import ToolFailure
 from .effects import critical_action
+from .registry import ToolContext
+from .targets import resolve_targets
 
 # Limits of a draft: an automation said in a sentence or two is far smaller.
 MAX_ITEMS = 20
@@ -325,14 +328,48 @@ class _Checker:
         return item
 
 
+async def _named(tool_context: ToolContext, value: Any, depth: int = 0) -> Any:
+    """The draft with each `entity_id` given as a name ("Kitchen Light") replaced by the
+    entity it names, matched as Assist matches names (exposed entities only; several
+    matching is an error that lists them)."""
+    if depth > MAX_DEPTH:
+        return value
+    if isinstance(value, list):
+        return [await _named(tool_context, item, depth + 1) for item in value]
+    if not isinstance(value, dict):
+        return value
+    named: dict[Any, Any] = {}
+    for key, item in value.items():
+        if key == "entity_id":
+            items = item if isinstance(item, list) else [item]
+            resolved = []
+            for each in items:
+                if isinstance(each, str) and each.strip() and not _looks_like_ids(each):
+                    (state,) = await resolve_targets(
+                        tool_context, name=each, domains=set(), single=True
+                    )
+                    resolved.append(state.entity_id)
+                else:
+                    resolved.append(each)
+            named[key] = resolved if isinstance(item, list) else resolved[0]
+        else:
+            named[key] = await _named(tool_context, item, depth + 1)
+    return named
+
+
+def _looks_like_ids(text: str) -> bool:
+    return all(_ENTITY_ID.match(part.strip().lower()) for part in text.split(",") if part.strip())
+
+
 async def check_draft(
-    hass: HomeAssistant,
+    tool_context: ToolContext,
     arguments: dict[str, Any],
     *,
     marked: frozenset[str],
     critical_allowed: bool,
 ) -> Draft:
     """The draft the model sent, checked (module docstring); raises ToolFailure."""
+    hass = tool_context.hass
     try:
         size = len(json.dumps(arguments, default=str))
     except (TypeError, ValueError):
@@ -347,6 +384,10 @@ async def check_draft(
     triggers = _list_of_objects(_plural(arguments, "triggers"), "triggers", required=True)
     conditions = _list_of_objects(_plural(arguments, "conditions"), "conditions", required=False)
     actions = _list_of_objects(_plural(arguments, "actions"), "actions", required=True)
+    # Names become entity ids first (shapes are known to be lists of objects by now).
+    triggers = await _named(tool_context, triggers)
+    conditions = await _named(tool_context, conditions)
+    actions = await _named(tool_context, actions)
     for part in (triggers, conditions, actions):
         checker.scan(part)
     config: dict[str, Any] = {

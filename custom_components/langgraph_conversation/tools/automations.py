@@ -137,7 +137,7 @@ async def _create(tool_context: ToolContext, arguments: dict[str, Any]) -> dict[
     access = _access(tool_context, changing=True)
     hass = tool_context.hass
     draft = await check_draft(
-        hass, arguments, marked=access.marked, critical_allowed=access.critical_allowed
+        tool_context, arguments, marked=access.marked, critical_allowed=access.critical_allowed
     )
     words = automation_words(hass, draft.config, access.marked)
     today = dt_util.now().date().isoformat()
@@ -267,8 +267,8 @@ SPECS = [
             '"to": "on"}, numeric_state (above/below) or sun (event sunset/sunrise); '
             'optional conditions such as {"condition": "time", "weekday": ["mon", '
             '"tue", "wed", "thu", "fri"]} or state; actions such as {"action": '
-            '"light.turn_on", "target": {"entity_id": "light.kitchen"}}. Use exact '
-            "entity ids of exposed entities; no templates."
+            '"light.turn_on", "target": {"entity_id": "light.kitchen"}}. An entity_id '
+            "is an exposed entity's id or its exact name; no templates."
         ),
         parameters={
             "type": "object",
