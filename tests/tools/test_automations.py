@@ -723,6 +723,9 @@ HOSTILE = [
     },
     {"name": "x", "triggers": [{"trigger": "state"}], "actions": [_LIGHT]},
     {"name": "x", "triggers": [_TIME], "actions": [_LIGHT], "mode": "forever"},
+    {"name": "x", "triggers": [_TIME], "actions": [_LIGHT], "mode": ["single"]},
+    {"name": "x", "triggers": {"trigger": "time"}, "actions": [_LIGHT]},
+    {"name": "x", "triggers": [_TIME], "actions": [{"delay": "{{ 5 }}"}]},
     {"name": "x", "triggers": [], "actions": [_LIGHT]},
     # Each argument within the agent's limit, the whole too large.
     {
@@ -1069,3 +1072,26 @@ def test_the_editor_key_order_is_the_editors() -> None:
         data: list[dict[str, Any]] = []
         EditAutomationConfigView._write_value(None, None, data, "1234", dict(config))  # type: ignore[arg-type]
         assert list(data[0].items()) == list(in_editor_order("1234", config).items())
+
+
+@pytest.mark.parametrize("agent_overrides", [AUTOMATION_AGENT])
+async def test_a_file_the_editor_could_not_manage_is_left_alone(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    hass_admin_user: MockUser,
+    home: Home,
+) -> None:
+    """automations.yaml holding something else than a list of automations: the agent
+    says so before asking anything, and the file stays as it was."""
+    odd = "not_a_list: true\n"
+    await hass.async_add_executor_job(automations_file(hass).write_text, odd, "utf-8")
+    for call in (ToolCall(CREATE_TOOL, WEEKDAY_DRAFT), ToolCall(LIST_TOOL, {})):
+        openai_server.add_tool_calls([call])
+        openai_server.add_text("Sorry.")
+        result = await converse(hass, setup_integration, "Make it", user_id=hass_admin_user.id)
+        assert speech(result) == "Sorry."
+        refused = last_tool_result(openai_server)
+        assert refused["error"] == "unavailable", refused
+        assert "automations.yaml is not a list of automations" in refused["error_text"]
+    assert await file_text(hass) == odd

@@ -33,6 +33,8 @@ import json
 import re
 from typing import Any
 
+import voluptuous as vol
+
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_should_expose
 from homeassistant.core import HomeAssistant
@@ -88,15 +90,12 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 _ACTION_KEYS = frozenset({"action", "service", "target", "data", "entity_id", "alias", "enabled"})
 _DELAY_KEYS = frozenset({"delay", "alias", "enabled"})
 
-try:  # Home Assistant >= 2026.9 validates with probatio
+try:  # Home Assistant >= 2026.9 validates with probatio (2026.2: voluptuous)
     from probatio import Error as _ProbatioError
 
-    _INVALID: tuple[type[Exception], ...] = (_ProbatioError, HomeAssistantError)
-except ImportError:  # Home Assistant 2026.2: voluptuous
-    _INVALID = (HomeAssistantError,)
-import voluptuous as vol  # noqa: E402  (both versions ship it; 2026.2 raises its Invalid)
-
-_INVALID = (*_INVALID, vol.Invalid)
+    _INVALID: tuple[type[Exception], ...] = (_ProbatioError, vol.Invalid, HomeAssistantError)
+except ImportError:
+    _INVALID = (vol.Invalid, HomeAssistantError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,7 +377,7 @@ async def check_draft(
         raise _refuse(f"The automation is too large ({size:,} characters; at most {MAX_CHARS:,}).")
     name = _name(arguments.get("name"))
     mode = arguments.get("mode", "single")
-    if mode not in MODES:
+    if not isinstance(mode, str) or mode not in MODES:
         raise _refuse(f"'mode' must be one of {', '.join(sorted(MODES))}.")
     checker = _Checker(hass, marked)
     triggers = _list_of_objects(_plural(arguments, "triggers"), "triggers", required=True)

@@ -136,6 +136,8 @@ def _hold(
 async def _create(tool_context: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
     access = _access(tool_context, changing=True)
     hass = tool_context.hass
+    # A file the editor could not manage is said now, before anyone is asked.
+    await _our_automations(hass)
     draft = await check_draft(
         tool_context, arguments, marked=access.marked, critical_allowed=access.critical_allowed
     )
