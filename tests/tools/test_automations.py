@@ -892,6 +892,16 @@ async def test_ours_are_listed_and_one_is_deleted_after_a_yes(
     assert last_tool_result(openai_server)["error"] == "not_found"
     entity_id = er.async_get(hass).async_get_entity_id("automation", "automation", yesterdays)
     assert entity_id is not None
+    # A no deletes nothing.
+    openai_server.add_tool_calls([ToolCall(DELETE_TOOL, {"id": yesterdays})])
+    declined = await converse(hass, setup_integration, "Delete it", user_id=hass_admin_user.id)
+    assert speech(declined).startswith(QUESTION_START)
+    openai_server.add_text("Kept.")
+    await converse(
+        hass, setup_integration, "no", declined.conversation_id, user_id=hass_admin_user.id
+    )
+    assert yesterdays in _ids_in_file(hass)
+    assert hass.states.get(entity_id) is not None
     openai_server.add_tool_calls([ToolCall(DELETE_TOOL, {"id": yesterdays})])
     asked = await converse(
         hass,
@@ -1095,3 +1105,54 @@ async def test_a_file_the_editor_could_not_manage_is_left_alone(
         assert refused["error"] == "unavailable", refused
         assert "automations.yaml is not a list of automations" in refused["error_text"]
     assert await file_text(hass) == odd
+
+
+@pytest.mark.parametrize("agent_overrides", [AUTOMATION_AGENT])
+async def test_when_the_garage_opens_after_dark_the_light_goes_on_only_after_dark(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    hass_admin_user: MockUser,
+    freezer: FrozenDateTimeFactory,
+    home: Home,
+) -> None:
+    """The issue's "when the garage opens after dark, turn on the driveway light": a state
+    trigger on the garage door (watching it is no critical action) and a sun condition.
+    Opened in daylight: nothing; opened after sunset: the light's call."""
+    draft = {
+        "name": "Garage after dark",
+        "triggers": [{"trigger": "state", "entity_id": "cover.garage_door", "to": "open"}],
+        "conditions": [
+            {
+                "condition": "or",
+                "conditions": [
+                    {"condition": "sun", "after": "sunset"},
+                    {"condition": "sun", "before": "sunrise"},
+                ],
+            }
+        ],
+        "actions": [{"action": "light.turn_on", "target": {"entity_id": "light.porch"}}],
+    }
+    question = await create_after_yes(
+        hass, setup_integration, openai_server, draft, hass_admin_user.id
+    )
+    assert question.endswith(
+        "when Garage Door turns open, if (after sunset) or (before sunrise), turn on Porch Light?"
+    ), question
+    garage = ENTITIES["cover.garage_door"]
+    for when, expected in (
+        (get_astral_event_next(hass, "sunrise") + timedelta(hours=3), []),
+        (
+            get_astral_event_next(hass, "sunset") + timedelta(minutes=30),
+            [("light", "turn_on", ("light.porch",))],
+        ),
+    ):
+        freezer.move_to(when)
+        async_fire_time_changed(hass, when)
+        await hass.async_block_till_done()
+        before = len(home.calls)
+        hass.states.async_set("cover.garage_door", "open", garage[1])
+        await hass.async_block_till_done()
+        assert home.calls[before:] == expected, when
+        hass.states.async_set("cover.garage_door", "closed", garage[1])
+        await hass.async_block_till_done()
