@@ -722,6 +722,17 @@ HOSTILE = [
         "actions": [_LIGHT],
     },
     {"name": "x", "triggers": [{"trigger": "state"}], "actions": [_LIGHT]},
+    {"name": "x", "triggers": [{"trigger": "time", "at": True}], "actions": [_LIGHT]},
+    {
+        "name": "x",
+        "triggers": [
+            {"trigger": "numeric_state", "entity_id": "sensor.outdoor_temperature", "above": "warm"}
+        ],
+        "actions": [_LIGHT],
+    },
+    {"name": "x", "triggers": [_TIME], "actions": [{"delay": {"hours": "many"}}]},
+    {"name": "x", "triggers": [_TIME], "actions": [{"action": 5}]},
+    {"name": 12, "triggers": [_TIME], "actions": [_LIGHT]},
     {"name": "x", "triggers": [_TIME], "actions": [_LIGHT], "mode": "forever"},
     {"name": "x", "triggers": [_TIME], "actions": [_LIGHT], "mode": ["single"]},
     {"name": "x", "triggers": {"trigger": "time"}, "actions": [_LIGHT]},
@@ -1156,3 +1167,72 @@ async def test_when_the_garage_opens_after_dark_the_light_goes_on_only_after_dar
         assert home.calls[before:] == expected, when
         hass.states.async_set("cover.garage_door", "closed", garage[1])
         await hass.async_block_till_done()
+
+
+@pytest.mark.parametrize("agent_overrides", [AUTOMATION_AGENT])
+async def test_an_automation_home_assistant_did_not_load_is_reported(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    hass_admin_user: MockUser,
+    home: Home,
+) -> None:
+    """A configuration.yaml that does not include automations.yaml: after the yes the
+    automation is written, and the model is told Home Assistant did not load it."""
+    config = Path(hass.config.path("configuration.yaml"))
+    await hass.async_add_executor_job(config.write_text, "homeassistant:\n", "utf-8")
+    openai_server.add_tool_calls([ToolCall(CREATE_TOOL, WEEKDAY_DRAFT)])
+    asked = await converse(hass, setup_integration, "Make it", user_id=hass_admin_user.id)
+    openai_server.add_text("It is written but not loaded.")
+    await converse(
+        hass, setup_integration, "yes", asked.conversation_id, user_id=hass_admin_user.id
+    )
+    result = last_tool_result(openai_server)
+    assert result["error"] == "failed", result
+    assert "does configuration.yaml include automations.yaml?" in result["error_text"]
+    assert automation_entities(hass) == []
+    assert len(_ids_in_file(hass)) == 1
+
+
+@pytest.mark.parametrize("agent_overrides", [AUTOMATION_AGENT])
+async def test_deleting_by_name_asks_which_when_names_repeat(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    hass_admin_user: MockUser,
+    home: Home,
+) -> None:
+    """By name (any case and spacing): one match is asked about and deleted after the
+    yes; two of the same name get an error listing their ids; bad arguments a sentence."""
+    for name in ("Morning", "Morning", "Evening"):
+        await create_after_yes(
+            hass,
+            setup_integration,
+            openai_server,
+            {**WEEKDAY_DRAFT, "name": name},
+            hass_admin_user.id,
+        )
+    ids = _ids_in_file(hass)
+    for arguments, error in (
+        ({"name": "morning"}, "ambiguous"),
+        ({}, "invalid_arguments"),
+        ({"id": ["1"]}, "invalid_arguments"),
+        ({"name": "Night"}, "not_found"),
+    ):
+        openai_server.add_tool_calls([ToolCall(DELETE_TOOL, arguments)])
+        openai_server.add_text("Which one?")
+        await converse(hass, setup_integration, "Delete it", user_id=hass_admin_user.id)
+        refused = last_tool_result(openai_server)
+        assert refused["error"] == error, (arguments, refused)
+        if error == "ambiguous":
+            assert ids[0] in refused["error_text"]
+            assert ids[1] in refused["error_text"]
+    openai_server.add_tool_calls([ToolCall(DELETE_TOOL, {"name": "  EVENING "})])
+    asked = await converse(hass, setup_integration, "Delete it", user_id=hass_admin_user.id)
+    assert "delete the automation \u201cEvening\u201d" in speech(asked)
+    openai_server.add_text("Deleted.")
+    await converse(
+        hass, setup_integration, "yes", asked.conversation_id, user_id=hass_admin_user.id
+    )
+    assert _ids_in_file(hass) == ids[:2]
+    assert len(automation_entities(hass)) == 2
