@@ -20,6 +20,7 @@ which is also how these tools know their own: only those are listed and deleted.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 import json
 import re
 from typing import Any
@@ -121,7 +122,10 @@ def _access(tool_context: ToolContext, *, changing: bool) -> AutomationAccess:
 
 
 def _hold(
-    tool_context: ToolContext, effect: tuple[str, str, dict[str, Any]], action: str, run: Any
+    tool_context: ToolContext,
+    effect: tuple[str, str, dict[str, Any]],
+    action: str,
+    run: Callable[[Context], Awaitable[None]],
 ) -> None:
     """Hold the effect for the requester's yes (the gate asks); refuse if nobody can be
     asked."""
