@@ -20,6 +20,7 @@ from unittest.mock import patch
 
 from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
+from langchain_core.utils.function_calling import convert_to_openai_tool
 import pytest
 from pytest_homeassistant_custom_component.common import (
     MockConfigEntry,
@@ -1236,3 +1237,21 @@ async def test_deleting_by_name_asks_which_when_names_repeat(
     )
     assert _ids_in_file(hass) == ids[:2]
     assert len(automation_entities(hass)) == 2
+
+
+def test_the_automation_tools_are_provider_safe() -> None:
+    """The three tools' schemas pass the checks every tool of ours passes."""
+    from custom_components.langgraph_conversation.agent.graph import openai_tool
+    from custom_components.langgraph_conversation.tools.automations import SPECS
+    from custom_components.langgraph_conversation.tools.registry import as_langchain_tools
+    from custom_components.langgraph_conversation.tools.schema import sanitize_schema
+
+    from .test_schema import assert_tool_schema
+
+    assert [spec.name for spec in SPECS] == [CREATE_TOOL, LIST_TOOL, DELETE_TOOL]
+    for spec in SPECS:
+        assert sanitize_schema(spec.parameters) == spec.parameters, spec.name
+        assert_tool_schema(spec.parameters)
+    context = ToolContext(hass=None, context=None, language="en")  # type: ignore[arg-type]
+    for tool in as_langchain_tools(SPECS, context):
+        assert openai_tool(tool) == convert_to_openai_tool(tool)
