@@ -30,7 +30,7 @@ from pytest_homeassistant_custom_component.common import (
 )
 import yaml
 
-from custom_components.langgraph_conversation.agent.guard import CONFIRMATION_TIMEOUT
+from custom_components.langgraph_conversation.agent.guard import CONFIRMATION_TIMEOUT, Released
 from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
 from custom_components.langgraph_conversation.const import (
     CONF_AUTOMATIONS,
@@ -44,6 +44,7 @@ from custom_components.langgraph_conversation.tools.automations import (
     LIST_TOOL,
     automation_access,
 )
+from custom_components.langgraph_conversation.tools.effects import EffectGate
 from custom_components.langgraph_conversation.tools.registry import ToolContext
 from custom_components.langgraph_conversation.tools.selection import LeftOut, choose_tools
 from fakes import FakeOpenAIServer, ToolCall
@@ -1255,3 +1256,33 @@ def test_the_automation_tools_are_provider_safe() -> None:
     context = ToolContext(hass=None, context=None, language="en")  # type: ignore[arg-type]
     for tool in as_langchain_tools(SPECS, context):
         assert openai_tool(tool) == convert_to_openai_tool(tool)
+
+
+async def test_the_gate_holds_an_effect_that_is_no_service_call(hass: HomeAssistant) -> None:
+    """EffectGate.hold: refused outside a running turn (nobody to ask); inside one, held
+    under the question's words, run once after a yes with the requester's user, and
+    never after a no."""
+    gate = EffectGate.acquire(hass)
+    try:
+        ran: list[str | None] = []
+
+        async def run(context: Context) -> None:
+            ran.append(context.user_id)
+
+        effect = ("automation", "create", {"config": "{}"})
+        assert not gate.hold(Context(), effect, "create the automation", run)
+        for confirmed in (False, True):
+            turn = Context(user_id="asker")
+            scope = gate.open_scope(turn)
+            assert gate.hold(turn, effect, "create the automation", run)
+            assert gate.hold(turn, effect, "create the automation", run)  # asked twice
+            held = scope.take_held()
+            assert held is not None
+            assert held.actions == ("create the automation",)
+            outcome = await scope.release(held.token, confirmed=confirmed)
+            assert ran == (["asker"] if confirmed else [])
+            assert outcome == ({"": Released(("create the automation",) * 2)} if confirmed else {})
+            scope.close()
+            assert not gate.hold(turn, effect, "create the automation", run)
+    finally:
+        gate.release_use()

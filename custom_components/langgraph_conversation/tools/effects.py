@@ -12,6 +12,10 @@ or automation that touches one of those, or touch an entity the user marked "alw
 my yes", it does not run it: it is held for the requester's answer and the caller gets an
 error saying so.
 
+An effect that is no service call (writing an automation by voice) is handed to the gate
+by the tool that would have it (`EffectGate.hold`): it is always held, and what it does
+runs only after the same yes.
+
 Each turn runs its tools under a Context of its own (a child of the request's), so the
 gate holds exactly the calls of that turn and of the scripts it started, and never an
 automation's or a person's. A tool of another LLM API (an integration's own, not
