@@ -26,7 +26,10 @@ stand-in cannot see, so it says what the picture's header tells (format, size). 
 the web for ..." calls the web search tool when the agent may search the web; asked as
 the searching model (a request with `web_search_options`), the stand-in cannot reach the
 web, so it says so, citing one page (Home Assistant's site) the way OpenAI's search models
-cite. The stand-in itself keeps nothing between requests.
+cite. "Every weekday at seven turn on the kitchen lights" drafts that automation for the
+automation tool when the agent may create automations (the agent asks before it is
+created), and "what automations did you make?" lists them. The stand-in itself keeps
+nothing between requests.
 
 Run it with `python -m fakes.offline_model` from the repository: it listens on a
 free port of 127.0.0.1 until SIGINT/SIGTERM, or until its parent process ends.
@@ -78,6 +81,8 @@ HELP: Final = (
     '"remember that my bike is blue" and later "what colour is my bike?", '
     '"how long were the decorative lights on today?" or "when did the backyard movement change?", '
     '"unlock the front door" (I ask you to confirm first), '
+    '"every weekday at seven turn on the kitchen lights" (when the agent may create '
+    'automations; I ask you to confirm first) and "what automations did you make?", '
     '"who is at the front door?" (when the agent may look through cameras), '
     'and "search the web for ..." (when the agent may search the web). '
     "For anything else, configure a real model."
@@ -359,17 +364,8 @@ def answer(body: dict[str, Any]) -> Reply:
     tools = Tools(body)
     home = home_entities(turn.system_prompt)
     handlers = (
-        remember,
-        web_search,
-        cameras,
-        history,
-        locks,
-        garage,
-        lights,
-        media,
-        weather,
-        recall,
-        greeting,
+        *(remember, web_search, automations, cameras, history, locks, garage, lights),
+        *(media, weather, recall, greeting),
     )
     for handler in handlers:
         if (reply := handler(text, said, turn, tools, home)) is not None:
@@ -506,6 +502,83 @@ def web_answer(body: dict[str, Any]) -> str:
     return (
         f"I am a scripted stand-in and cannot reach the web, so I found nothing about {question!r}."
     )
+
+
+_NUMBER_WORDS: Final = {
+    word: number
+    for number, word in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+        ]
+    )
+}
+# "every weekday at seven turn on the kitchen lights", "every day at 7:30 turn off the porch"
+_AUTOMATION_ASK = re.compile(
+    r"\bevery (weekday|day)\b.*?\bat (\d{1,2}(?::\d{2})?|[a-z]+)\b(?: ?(am|pm))?\W*"
+    r"(?:please )?turn (on|off)\b(.*)$"
+)
+_DAYS_NAMED: Final = {"weekday": "on weekdays", "day": "daily"}
+_AUTOMATION_LIST = re.compile(r"\b(what|which) automations\b")
+
+
+def _clock(spoken: str, half: str | None) -> str | None:
+    """ "seven" or "7" or "7:30" (with am/pm) as HH:MM:00."""
+    hour_text, _, minute_text = spoken.partition(":")
+    hour = _NUMBER_WORDS.get(hour_text) if not hour_text.isdigit() else int(hour_text)
+    if hour is None or hour > 23:
+        return None
+    if half == "pm" and hour < 12:
+        hour += 12
+    return f"{hour:02d}:{int(minute_text or 0):02d}:00"
+
+
+def automations(text: str, said: str, turn: Turn, tools: Tools, home: list[Entity]) -> Reply | None:
+    """Drafts an automation in Home Assistant's format (the agent reads it back and asks
+    before it creates it), or lists the ones it made."""
+    if _AUTOMATION_LIST.search(said):
+        tool = tools.own("home_automation_list")
+        return call(tool, {}) if tool else no_tool("list the automations I made")
+    spoken = re.sub(r"(\d)\s+(\d\d)\b", r"\1:\2", text.lower())
+    match = _AUTOMATION_ASK.search(spoken)
+    if match is None:
+        return None
+    tool = tools.own("home_automation_create")
+    if tool is None:
+        return say(
+            "I would set that up, but this agent may not create automations: turn on "
+            '"May create automations" in its settings.'
+        )
+    days, at, half, action, rest = match.groups()
+    clock = _clock(at, half)
+    light = best_match(rest, home, {"light"})
+    if clock is None or light is None:
+        return say(
+            "Say when and which light, like: every weekday at seven turn on the kitchen lights."
+        )
+    # The stand-in sees names only; Home Assistant's demo makes entity ids from them.
+    entity_id = "light." + "_".join(words(light.name))
+    draft: dict[str, Any] = {
+        "name": f"{light.name} {action} at {clock[:5]} {_DAYS_NAMED[days]}",
+        "triggers": [{"trigger": "time", "at": clock}],
+        "actions": [{"action": f"light.turn_{action}", "target": {"entity_id": entity_id}}],
+    }
+    if days == "weekday":
+        draft["conditions"] = [
+            {"condition": "time", "weekday": ["mon", "tue", "wed", "thu", "fri"]}
+        ]
+    return call(tool, draft)
 
 
 def images_asked_about(body: dict[str, Any]) -> list[bytes]:
@@ -899,6 +972,18 @@ def describe(name: str, arguments: dict[str, Any], data: Any) -> str:
         return f"{data.get('camera')}: {data.get('description')}"
     if name == "home_web_search":
         return str(data.get("answer"))
+
+    if name == "home_automation_list":
+        made = [
+            f"{item.get('name')} ({item.get('does')}; for {item.get('made_for')} on "
+            f"{item.get('made_on')})"
+            for item in data.get("automations", [])
+        ]
+        return (
+            ("I made these automations: " + "; ".join(made) + ".")
+            if made
+            else ("I have not made any automations.")
+        )
     if name == "home_media_play":
         return f"Now playing {data.get('playing')} on {data.get('player')}."
     if name == "home_media_status":

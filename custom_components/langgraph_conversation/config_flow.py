@@ -58,6 +58,8 @@ from .const import (
     CONF_AGENT_KIND,
     CONF_API_BASE,
     CONF_API_KEY,
+    CONF_AUTOMATIONS,
+    CONF_AUTOMATIONS_CRITICAL,
     CONF_BASE_PROMPT,
     CONF_CAMERAS,
     CONF_CHECKPOINTS_KEPT,
@@ -512,9 +514,8 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
             # own model cannot see images (or when the owner wants images to go there).
             _agent_option(CONF_CAMERAS): BooleanSelector(),
             vol.Optional(CONF_VISION_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
-            # Web search (#27): off by default; a web search model for agents that cannot.
-            _agent_option(CONF_WEB_SEARCH): BooleanSelector(),
-            vol.Optional(CONF_WEB_SEARCH_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
+            **_web_search_fields(),
+            **_automation_fields(),
             _agent_option(CONF_ACTIVITY_CONTENTS): BooleanSelector(),
             _agent_option(CONF_REQUEST_TIMEOUT): NumberSelector(
                 NumberSelectorConfig(
@@ -524,6 +525,23 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
         }
     )
     return vol.Schema(fields)
+
+
+def _web_search_fields() -> dict[Any, Any]:
+    """Web search: off by default; a web search model for agents whose own cannot search."""
+    return {
+        _agent_option(CONF_WEB_SEARCH): BooleanSelector(),
+        vol.Optional(CONF_WEB_SEARCH_MODEL): section(_ROLE_SCHEMA, {"collapsed": True}),
+    }
+
+
+def _automation_fields() -> dict[Any, Any]:
+    """Automations by voice: off by default; critical actions in them need the second,
+    explicit option."""
+    return {
+        _agent_option(CONF_AUTOMATIONS): BooleanSelector(),
+        _agent_option(CONF_AUTOMATIONS_CRITICAL): BooleanSelector(),
+    }
 
 
 def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str, Any]:

@@ -159,3 +159,8 @@ CONF_VISION_MODEL: Final = "vision_model"
 # vision model's: CONF_MODEL, CONF_API_KEY, CONF_API_BASE).
 CONF_WEB_SEARCH: Final = "web_search"
 CONF_WEB_SEARCH_MODEL: Final = "web_search_model"
+# Automations by voice (tools/automations.py): an agent option, off unless the owner turns
+# it on, and a second, explicit one letting automations include critical actions (unlock,
+# open a garage door, disarm...), then only after a yes that names them.
+CONF_AUTOMATIONS: Final = "create_automations"
+CONF_AUTOMATIONS_CRITICAL: Final = "automations_critical_actions"

@@ -31,6 +31,8 @@ from .const import (
     CONF_AGENT_KIND,
     CONF_API_BASE,
     CONF_API_KEY,
+    CONF_AUTOMATIONS,
+    CONF_AUTOMATIONS_CRITICAL,
     CONF_BASE_PROMPT,
     CONF_CAMERAS,
     CONF_COMPACT_CONTEXT,
@@ -122,6 +124,10 @@ AGENT_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         # searches, when it can (agent/models/web_search.py).
         CONF_WEB_SEARCH: False,
         CONF_WEB_SEARCH_MODEL: None,
+        # Automations by voice: off unless the owner turns them on; critical actions in
+        # them only with the second, explicit option (tools/automations.py).
+        CONF_AUTOMATIONS: False,
+        CONF_AUTOMATIONS_CRITICAL: False,
     }
 )
 
@@ -288,6 +294,10 @@ class AgentProfile:
     look_through_cameras: bool = False
     # Whether the agent may search the web (tools/web_search.py).
     search_the_web: bool = False
+    # Whether the agent may create automations (for administrators, after their yes),
+    # and whether those may include critical actions (tools/automations.py).
+    create_automations: bool = False
+    automations_critical: bool = False
 
     @property
     def uses_tools(self) -> bool:
@@ -335,4 +345,6 @@ def agent_profile(hass: HomeAssistant, subentry: ConfigSubentry, main: ModelAcce
         continue_text=bool(option(options, CONF_CONTINUE_TEXT)),
         look_through_cameras=uses_tools and bool(option(options, CONF_CAMERAS)),
         search_the_web=uses_tools and bool(option(options, CONF_WEB_SEARCH)),
+        create_automations=uses_tools and bool(option(options, CONF_AUTOMATIONS)),
+        automations_critical=bool(option(options, CONF_AUTOMATIONS_CRITICAL)),
     )

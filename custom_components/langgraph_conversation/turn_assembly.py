@@ -7,7 +7,8 @@ listing dense or compact, its clock moved out, flagged names named again), the t
 (tools/selection.py), what others said in the conversation meanwhile, who asks and from
 where, and for an agent that may look through cameras, the model that looks (nothing of it
 is done for an agent that may not); for one that may search the web, the model that
-searches (web_search_access). Whatever is read from the home is read by tools/.
+searches (web_search_access); for an agent that makes automations, what the asker may do
+with them. Whatever is read from the home is read by tools/.
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ from .const import DOMAIN, MAX_REQUEST_CHARS
 from .parties import thread_request
 from .profile import AgentProfile
 from .tools.assist_wording import shorter_prompt
+from .tools.automations import automation_access
 from .tools.context import compact_system_prompt, split_clock
 from .tools.effects import EffectScope
 from .tools.listing import dense_system_prompt
 from .tools.names import flagged_entity_names, flagged_speaker_names, names_notice, speaker
 from .tools.people import person_of_user
-from .tools.registry import CameraAccess, ToolContext, WebSearchAccess
+from .tools.registry import AutomationAccess, CameraAccess, ToolContext, WebSearchAccess
 from .tools.selection import choose_tools
 from .window_issue import WindowIssueReporter
 
@@ -199,6 +201,21 @@ async def web_search_access(
     return WebSearchAccess(search=search, voice=bool(satellite_of(user_input)))
 
 
+async def automations_of(
+    hass: HomeAssistant, profile: AgentProfile, user_id: str | None
+) -> AutomationAccess | None:
+    """What this turn's asker may do with automations; None (no tool, nothing looked up)
+    for an agent that makes none."""
+    if not profile.create_automations:
+        return None
+    return await automation_access(
+        hass,
+        user_id,
+        critical_allowed=profile.automations_critical,
+        marked=frozenset(profile.confirm_entities),
+    )
+
+
 async def assemble_turn(
     hass: HomeAssistant,
     runtime: AgentRuntime,
@@ -239,6 +256,7 @@ async def assemble_turn(
                 else None
             ),
             web_search=web_search,
+            automations=await automations_of(hass, profile, user_input.context.user_id),
         ),
         chat_log.llm_api,
         profile.tool_categories,

@@ -16,7 +16,8 @@ python scripts/develop_lib/config.py prepare CONFIG_DIR PORT  (before Home Assis
     pipeline at its agent, and exposes the demo locks, weather entities and camera to
     Assist (Home Assistant does not expose those domains by default; the demo phrases need
     them). A new stand-in agent may look through cameras, the stand-in as its vision model,
-    and search the web, the stand-in (under a search model's name) as its web search model;
+    search the web, the stand-in (under a search model's name) as its web search model,
+    and create automations;
     a new entry also gets an AI Task whose image model is the stand-in's, for
     ai_task.generate_image.
     Then prints, one per line, the requirements of the integrations this configuration
@@ -92,6 +93,9 @@ OFFLINE_AGENT_OPTIONS: dict[str, Any] = {
     # answers that it reaches no web, citing one page.
     "web_search": True,
     "web_search_model": {"model": "openai/gpt-4o-mini-search-preview"},
+    # "Every weekday at seven turn on the kitchen lights": the stand-in drafts it, the
+    # agent asks, and after a yes it is in automations.yaml (the developer is an admin).
+    "create_automations": True,
 }
 OFFLINE_EXPOSE_REGISTERED = {
     # (domain, platform, unique_id): entity_id

@@ -43,6 +43,7 @@ WEATHER = "home_weather"
 HISTORY = "home_history"
 CAMERA = "home_camera_look"
 WEB_SEARCH = "home_web_search"
+AUTOMATION_TOOLS = ("home_automation_create", "home_automation_list", "home_automation_delete")
 MEMORY = "memory"
 OURS = {FIND, GET_STATE, LIGHT, MEDIA_CONTROL, MEDIA_PLAY, MEDIA_STATUS, WEATHER, HISTORY}
 
@@ -194,6 +195,10 @@ def _expected_reasons(
     # Nor is web search: off unless the agent may search the web
     # (tests/tools/test_web_search.py has its other reasons).
     reasons[WEB_SEARCH] = LeftOut.WEB_SEARCH_NOT_ALLOWED
+    # The automation tools neither: off unless the agent's owner turned them on
+    # (tests/tools/test_automations.py).
+    for name in AUTOMATION_TOOLS:
+        reasons[name] = LeftOut.AUTOMATIONS_NOT_ALLOWED
     return reasons
 
 

@@ -12,6 +12,10 @@ or automation that touches one of those, or touch an entity the user marked "alw
 my yes", it does not run it: it is held for the requester's answer and the caller gets an
 error saying so.
 
+An effect that is no service call (writing an automation by voice) is handed to the gate
+by the tool that would have it (`EffectGate.hold`): it is always held, and what it does
+runs only after the same yes.
+
 Each turn runs its tools under a Context of its own (a child of the request's), so the
 gate holds exactly the calls of that turn and of the scripts it started, and never an
 automation's or a person's. A tool of another LLM API (an integration's own, not
@@ -32,7 +36,7 @@ parameters keep their names.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 import inspect
@@ -105,6 +109,9 @@ class HeldCall:
     return_response: bool
     actions: tuple[str, ...]
     user_id: str | None
+    # An effect that is no service call (writing an automation: tools/automations.py):
+    # what runs after the yes, under the confirmed call's Context.
+    run: Callable[[Context], Awaitable[None]] | None = field(default=None, compare=False)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -328,6 +335,9 @@ class EffectGate:
         context = Context(user_id=call.user_id)
         _LOGGER.info("Running confirmed action(s) %s", ", ".join(call.actions))
         try:
+            if call.run is not None:
+                await call.run(context)
+                return None
             await ServiceRegistry.async_call(
                 self.hass.services,
                 call.domain,
@@ -341,6 +351,39 @@ class EffectGate:
             _LOGGER.warning("Confirmed action %s failed: %s", ", ".join(call.actions), err)
             return str(err) or type(err).__name__
         return None
+
+    def hold(
+        self,
+        context: Context,
+        effect: tuple[str, str, dict[str, Any]],
+        action: str,
+        run: Callable[[Context], Awaitable[None]],
+    ) -> bool:
+        """Hold an effect that is no service call until the requester's yes: `effect` is
+        what it does (a domain, a verb and its data: the same effect asked twice runs
+        once), `action` how the question names it, `run` what runs after the yes.
+
+        Such an effect is always held (the caller decided by what it will do); False when
+        `context` is no running turn's, so nobody could be asked: it must not run.
+        """
+        scope = self._scopes.get(context.id)
+        if scope is None or scope.closed:
+            return False
+        domain, verb, data = effect
+        scope.held.append(
+            HeldCall(
+                call_id=current_tool_call.get() or "",
+                domain=domain,
+                service=verb,
+                data=data,
+                return_response=False,
+                actions=(action,),
+                user_id=scope.context.user_id,
+                run=run,
+            )
+        )
+        _LOGGER.info("Holding %s until the user says yes", action)
+        return True
 
     # The check --------------------------------------------------------------------
 

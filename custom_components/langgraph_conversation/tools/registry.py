@@ -54,6 +54,23 @@ class WebSearchAccess:
 
 
 @dataclass(frozen=True, slots=True)
+class AutomationAccess:
+    """What a turn's automation tools may do (automations.py), decided per asker; a turn
+    has one only when its agent's owner turned automations by voice on."""
+
+    # Who asks, as the automation's tag names them; None: nobody known (a satellite).
+    requester: str | None
+    # Whether the asker may create and delete automations (an active administrator,
+    # as in Home Assistant's automation editor).
+    may_change: bool
+    # Whether an automation may include critical actions (then only after a yes that
+    # names them); the owner's second, explicit option.
+    critical_allowed: bool
+    # The entities the owner marked "always needs my yes".
+    marked: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class ToolContext:
     """Where a tool call comes from; handed to every handler."""
 
@@ -67,6 +84,8 @@ class ToolContext:
     cameras: CameraAccess | None = None
     # None: this turn may not search the web.
     web_search: WebSearchAccess | None = None
+    # None: this agent makes no automations.
+    automations: AutomationAccess | None = None
 
 
 type ToolHandler = Callable[[ToolContext, dict[str, Any]], Awaitable[Any]]

@@ -29,6 +29,12 @@ home_camera_look        not a category: offered only when the agent may look thr
 home_web_search         not a category: offered only when the agent may search the web
                         (its own option, off by default) and a model of the agent
                         searches (the turn's ToolContext.web_search); Assist has no web
+                        search
+home_automation_create, not a category: offered only when the agent's owner turned
+home_automation_list,   automations by voice on (its own option, off by default: no
+home_automation_delete  tool and no token otherwise) and Home Assistant's automation
+                        integration is loaded; who may create or delete is decided per
+                        asker (the turn's ToolContext.automations)
 
 Each is also left out when no exposed entity of its domain exists: a weather tool in a
 home without a weather entity only costs tokens and invites a wrong call, and two tools
@@ -48,6 +54,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.helpers import llm
 
 from . import TOOLS
+from .automations import SPECS as AUTOMATION_SPECS
 from .cameras import SPECS as CAMERA_SPECS
 from .context import entity_listing
 from .ha_llm_api import assist_job, distinct_names, tools_from_llm_api
@@ -83,6 +90,8 @@ class LeftOut(StrEnum):
     WEB_SEARCH_NOT_ALLOWED = "web_search_not_allowed"
     # No model of the agent searches the web (LiteLLM's map; the web search tool only).
     NO_SEARCH_MODEL = "no_search_model"
+    # The agent's owner did not turn automations by voice on (the automation tools only).
+    AUTOMATIONS_NOT_ALLOWED = "automations_not_allowed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +156,13 @@ def choose_tools(
             left_out[spec.name] = LeftOut.WEB_SEARCH_NOT_ALLOWED
         elif tool_context.web_search is None:
             left_out[spec.name] = LeftOut.NO_SEARCH_MODEL
+        else:
+            fitting.append(spec)
+    for spec in AUTOMATION_SPECS:
+        if tool_context.automations is None:
+            left_out[spec.name] = LeftOut.AUTOMATIONS_NOT_ALLOWED
+        elif "automation" not in hass.config.components:
+            left_out[spec.name] = LeftOut.NOT_LOADED
         else:
             fitting.append(spec)
     bound = as_langchain_tools(fitting, tool_context, floors=home_has_floors(hass))

@@ -333,14 +333,13 @@ async def test_agent_form_stores_roles_as_sections(
     schema = result["data_schema"].schema
     keys = [str(key) for key in schema]
     retries = keys.index(CONF_MODEL_RETRIES)
-    assert keys[retries + 1 : retries + 8] == [
+    assert keys[retries + 1 : retries + 7] == [
         CONF_FAST_MODEL,
         CONF_FALLBACK_MODEL,
         CONF_CAMERAS,
         CONF_VISION_MODEL,
         CONF_WEB_SEARCH,
         CONF_WEB_SEARCH_MODEL,
-        CONF_ACTIVITY_CONTENTS,
     ]
     fast_section = next(value for key, value in schema.items() if str(key) == CONF_FAST_MODEL)
     assert isinstance(fast_section, section)
