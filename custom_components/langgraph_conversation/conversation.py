@@ -22,6 +22,7 @@ from .const import DOMAIN, SUBENTRY_CONVERSATION
 from .entity import SubentryEntity, add_subentry_entities
 from .profile import AgentProfile, agent_profile
 from .runtime_entry import LangGraphConfigEntry
+from .spoken import async_phrasebook
 from .tools.effects import EffectGate
 from .tools.ha_llm_api import registered_apis
 from .turn_assembly import assemble_turn, clean_request
@@ -113,9 +114,15 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             )
         except conversation.ConverseError as err:
             return err.as_conversation_result()
-        request, notice = clean_request(user_input.text)
+        # Our own sentences (the question, a failure, a notice) in the request's language.
+        phrasebook = await async_phrasebook(
+            self.hass, user_input.language, self.profile.confirm_entities
+        )
+        request, notice = clean_request(user_input.text, phrasebook)
         runtime = self.entry.runtime_data
-        effects = EffectGate.of(self.hass).open_scope(turn_context, self.profile.confirm_entities)
+        effects = EffectGate.of(self.hass).open_scope(
+            turn_context, self.profile.confirm_entities, phrasebook
+        )
         try:
             turn = await assemble_turn(
                 self.hass,
@@ -127,7 +134,9 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                 request,
                 effects,
             )
-            await self._stream_into(chat_log, runtime.run_turn(self.profile.agent, turn), notice)
+            await self._stream_into(
+                chat_log, runtime.run_turn(self.profile.agent, turn), phrasebook, notice
+            )
         finally:
             # Whatever this turn's tools started and still calls now is refused.
             effects.close()
