@@ -45,6 +45,13 @@ _ALIASES = {
     "pt-pt": "pt",
 }
 
+# How each language groups the digits of a large number (English and Chinese: a comma): a
+# comma read aloud by a German voice is a decimal point, "8,000" becomes "eight point zero".
+_DIGIT_GROUPS = {
+    **dict.fromkeys(("de", "da", "nl", "it", "es", "pt", "pt-BR"), "."),
+    **dict.fromkeys(("fr", "sv", "nb", "fi", "cs", "pl", "ru", "uk"), "\u00a0"),
+}
+
 # The services whose names a question may use: those the effect gate holds (locks, alarm
 # panels, covers, the relays beside them, scripts and automations) and any a user marked.
 QUESTION_DOMAINS = frozenset(
@@ -122,6 +129,10 @@ class Phrasebook:
             translation_key=key,
             translation_placeholders=dict(placeholders or {}),
         )
+
+    def number(self, value: int) -> str:
+        """A whole number as this language writes it: 8,000 / 8.000 / 8 000."""
+        return f"{value:,}".replace(",", _DIGIT_GROUPS.get(self.language, ","))
 
     def join(self, items: Iterable[str]) -> str:
         """A list as this language writes one: "A, B and C" / "A, B und C" / "A、B和C"."""

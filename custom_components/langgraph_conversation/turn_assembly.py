@@ -56,7 +56,8 @@ def clean_request(text: str, phrasebook: Phrasebook) -> tuple[str, str | None]:
     notice = None
     if len(text) > MAX_REQUEST_CHARS:
         text = text[:MAX_REQUEST_CHARS]
-        notice = phrasebook.sentence("request_truncated", {"limit": f"{MAX_REQUEST_CHARS:,}"})
+        limit = phrasebook.number(MAX_REQUEST_CHARS)
+        notice = phrasebook.sentence("request_truncated", {"limit": limit})
     if not text.strip():
         raise phrasebook.error("turn_empty_request")
     return text, notice
