@@ -56,7 +56,7 @@ EXPECTED = {
     "de": Expected("sicherheit", "abgelehnt", "8.000", "Ja, bitte", "Nein"),
     "fr": Expected("sécurité", "rejeté", "8\u00a0000", "Oui", "Non"),
     "es": Expected("seguridad", "rechaz", "8.000", "Sí, por favor", "No"),
-    "it": Expected("sicurezza", "rifiutato", "8.000", "Sì, grazie", "No"),
+    "it": Expected("sicurezza", "respint", "8.000", "Sì, grazie", "No"),
     "nl": Expected("zekerheid", "geweigerd", "8.000", "Ja graag", "Nee"),
     "pl": Expected("bezpiecz", "odrzuci", "8\u00a0000", "Tak", "Nie"),
     "pt": Expected("segurança", "rejeitou", "8.000", "Sim, por favor", "Não"),
@@ -64,8 +64,8 @@ EXPECTED = {
     "sv": Expected("säker", "avvisade", "8\u00a0000", "Ja tack", "Nej"),
     "da": Expected("sikkerhed", "afviste", "8.000", "Ja tak", "Nej"),
     "nb": Expected("sikkerhet", "avviste", "8\u00a0000", "Ja takk", "Nei"),
-    "fi": Expected("turvallisuu", "hylkäsi", "8\u00a0000", "Kyllä", "Ei"),
-    "cs": Expected("bezpečnost", "odmít", "8\u00a0000", "Ano", "Ne"),
+    "fi": Expected("varmuuden", "hylkäsi", "8\u00a0000", "Kyllä", "Ei"),
+    "cs": Expected("jistotu", "odmít", "8\u00a0000", "Ano", "Ne"),
     "ru": Expected("безопасност", "отклонил", "8\u00a0000", "Да", "Нет"),
     "uk": Expected("безпек", "відхилив", "8\u00a0000", "Так", "Ні"),  # noqa: RUF001
     "zh-Hans": Expected("安全", "拒绝", "8,000", "好的", "不"),
@@ -226,9 +226,15 @@ async def test_the_question_and_a_yes_in_the_request_language(
     assert expected.question.casefold() in question.casefold(), question
     assert question.endswith(QUESTION_MARKS), question
     if language != "en":
-        # The action in Home Assistant's own words for it, in that language.
-        services = await async_get_translations(hass, language, "services", {"lock"})
-        assert services["component.lock.services.unlock.name"] in question, question
+        # The action in Home Assistant's own words for it where it has them in that
+        # language (else in ours), never in English.
+        key = "component.lock.services.unlock.name"
+        native = (await async_get_translations(hass, language, "services", {"lock"}))[key]
+        english = (await async_get_translations(hass, "en", "services", {"lock"}))[key]
+        if native != english:
+            assert native in question, question
+        assert english not in question, question
+        assert "unlock" not in question.casefold(), question
     assert recorder.unlocks() == []
     openai_server.add_text("OK.")
     await _converse(hass, setup_integration, expected.yes, language, asked.conversation_id)

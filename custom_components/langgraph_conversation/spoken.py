@@ -59,6 +59,17 @@ QUESTION_DOMAINS = frozenset(
 )
 
 
+# Our own words for the critical services, where Home Assistant has none in a language.
+_OUR_VERBS = {
+    ("lock", "unlock"): "unlock",
+    ("lock", "open"): "open",
+    ("cover", "open_cover"): "open",
+    ("alarm_control_panel", "alarm_disarm"): "disarm",
+    ("script", "turn_on"): "run",
+    ("automation", "trigger"): "run",
+}
+
+
 @functools.cache
 def shipped_languages() -> frozenset[str]:
     """The languages we have a translation file for (read once, in the executor)."""
@@ -104,6 +115,9 @@ class Phrasebook:
     # services of QUESTION_DOMAINS (English under the language for what a file lacks).
     ours: Mapping[str, str] = field(default_factory=dict)
     services: Mapping[str, str] = field(default_factory=dict)
+    # The same services' English names: a name equal to its English one is Home
+    # Assistant's fallback for a translation it lacks (Italian has none for locks).
+    english_services: Mapping[str, str] = field(default_factory=dict)
 
     def sentence(self, key: str, placeholders: Mapping[str, str] | None = None) -> str:
         """One of our sentences (`exceptions.<key>.message`), filled in."""
@@ -157,8 +171,15 @@ class Phrasebook:
         the entity's ("Schloss entriegeln (Haustür)"); `detail` names what a script would
         touch. None in English (the effect gate's own words: "unlock Front Door") or where
         Home Assistant has no name for the service."""
-        service_name = self.services.get(f"component.{domain}.services.{service}.name")
-        if self.language == ENGLISH or not service_name:
+        if self.language == ENGLISH:
+            return None
+        key = f"component.{domain}.services.{service}.name"
+        service_name = self.services.get(key)
+        if not service_name or service_name == self.english_services.get(key):
+            # Home Assistant has no name for it in this language: our own verb, if any.
+            verb = _OUR_VERBS.get((domain, service))
+            service_name = self.sentence(f"verb_{verb}") if verb else None
+        if not service_name:
             return None
         if detail := list(detail):
             name = f"{name}: {self.join(detail)}"
@@ -180,9 +201,8 @@ async def async_phrasebook(
     domains = (QUESTION_DOMAINS | {entity_id.split(".", 1)[0] for entity_id in marked}) & (
         hass.config.components
     )
-    services = (
-        await async_get_translations(hass, language, "services", domains)
-        if domains and language != ENGLISH
-        else {}
-    )
-    return Phrasebook(language, ours, services)
+    if not domains or language == ENGLISH:
+        return Phrasebook(language, ours)
+    services = await async_get_translations(hass, language, "services", domains)
+    english = await async_get_translations(hass, ENGLISH, "services", domains)
+    return Phrasebook(language, ours, services, english)
