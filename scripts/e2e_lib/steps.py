@@ -49,9 +49,12 @@ LOCAL_AGENT_OPTIONS = {
     "name": LOCAL_AGENT_NAME,
     "agent_kind": "chatbot",
     "memory": False,
-    "max_tokens": 16,  # the least the form takes; a few words prove streaming
-    "temperature": 0,
-    "request_timeout": 240,  # prefill on a busy two-core machine
+    # The form's "model_settings" section (form_sections.py), as the form sends it.
+    "model_settings": {
+        "max_tokens": 16,  # the least the form takes; a few words prove streaming
+        "temperature": 0,
+        "request_timeout": 240,  # prefill on a busy two-core machine
+    },
 }
 # Most of a follow-up's prompt must come from llama-server's prompt cache.
 CACHE_SHARE = 0.5
