@@ -9,6 +9,7 @@ from typing import Any
 
 from awesomeversion import AwesomeVersion
 from pytest_homeassistant_custom_component.common import MockConfigEntry
+import voluptuous as vol
 
 from custom_components.langgraph_conversation.config_flow import (
     DEFAULT_AGENT_OPTIONS,
@@ -27,6 +28,7 @@ from homeassistant.components.homeassistant.exposed_entities import async_expose
 from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.const import __version__ as HA_VERSION
 from homeassistant.core import Context, HomeAssistant
+from homeassistant.data_entry_flow import section
 from homeassistant.helpers import chat_session, llm
 from homeassistant.setup import async_setup_component
 
@@ -169,3 +171,16 @@ def storage_down(hass: HomeAssistant) -> set[str]:
     the SQLite files, "database" for PostgreSQL)."""
     diagnostics = hass.data[DATA_STORAGE].healing.as_diagnostics()
     return {part for part, health in diagnostics.items() if health["state"] == "down"}
+
+
+def form_fields(schema: vol.Schema) -> dict[str, Any]:
+    """A form's fields by option key, those inside the agent form's sections included (a
+    model role's section, stored nested, stays one field)."""
+    fields: dict[str, Any] = {}
+    for marker, value in schema.schema.items():
+        inner = getattr(value, "schema", None)
+        if isinstance(value, section) and "model" not in {str(key) for key in inner.schema}:
+            fields.update(form_fields(inner))
+        else:
+            fields[str(marker)] = marker
+    return fields

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 import socket
 
 import pytest
@@ -11,6 +13,7 @@ from custom_components.langgraph_conversation.const import (
     CONF_API_BASE,
     CONF_API_KEY,
     CONF_LLM_HASS_API,
+    CONF_MAX_TOKENS,
     CONF_MAX_TOOL_ROUNDS,
     CONF_MODEL,
     CONF_PROMPT,
@@ -21,11 +24,13 @@ from custom_components.langgraph_conversation.const import (
 from fakes import FakeOpenAIServer
 from homeassistant import config_entries
 from homeassistant.core import HomeAssistant
-from homeassistant.data_entry_flow import FlowResultType
+from homeassistant.data_entry_flow import FlowResultType, section
 from homeassistant.helpers import llm
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, TEST_MODEL
+
+INTEGRATION = Path(__file__).parents[1] / "custom_components" / DOMAIN
 
 
 @pytest.fixture(autouse=True)
@@ -178,8 +183,8 @@ async def test_subentry_create_and_reconfigure(
             "name": "Chatty",
             CONF_PROMPT: "Speak like a pirate.",
             CONF_LLM_HASS_API: ["assist"],
-            CONF_TEMPERATURE: 0.2,
-            CONF_MAX_TOOL_ROUNDS: 3.0,
+            # The form's sections (form_sections.py) hold the model's settings.
+            "model_settings": {CONF_TEMPERATURE: 0.2, CONF_MAX_TOOL_ROUNDS: 3.0},
         },
     )
     await hass.async_block_till_done()
@@ -198,13 +203,15 @@ async def test_subentry_create_and_reconfigure(
     assert result["type"] is FlowResultType.FORM
     assert result["step_id"] == "reconfigure"
     result = await hass.config_entries.subentries.async_configure(
-        result["flow_id"], {CONF_PROMPT: "Speak plainly.", CONF_TEMPERATURE: 0.5}
+        result["flow_id"],
+        {CONF_PROMPT: "Speak plainly.", "model_settings": {CONF_TEMPERATURE: 0.5}},
     )
     await hass.async_block_till_done()
     assert result["type"] is FlowResultType.ABORT
     assert result["reason"] == "reconfigure_successful"
     chatty = entry.subentries[chatty.subentry_id]
     assert chatty.data[CONF_PROMPT] == "Speak plainly."
+    assert chatty.data[CONF_TEMPERATURE] == 0.5
     assert CONF_LLM_HASS_API not in chatty.data  # cleared in the form: no control
 
 
@@ -226,3 +233,71 @@ async def test_subentry_needs_loaded_entry(
     )
     assert result["type"] is FlowResultType.ABORT
     assert result["reason"] == "entry_not_loaded"
+
+
+async def test_the_agent_form_shows_the_common_choices_first(
+    hass: HomeAssistant, setup_integration: MockConfigEntry
+) -> None:
+    """A newcomer sees about nine fields, then named sections, all collapsed; a section
+    left out of the answer gives its options' defaults; stored options stay flat and come
+    back in their sections when the agent is reconfigured."""
+    entry = setup_integration
+    result = await hass.config_entries.subentries.async_init(
+        (entry.entry_id, SUBENTRY_CONVERSATION), context={"source": config_entries.SOURCE_USER}
+    )
+    schema = result["data_schema"].schema
+    top = [str(key) for key, value in schema.items() if not isinstance(value, section)]
+    assert top == [
+        "name",
+        CONF_PROMPT,
+        "agent_kind",
+        CONF_LLM_HASS_API,
+        "tool_categories",
+        "confirm_entities",
+        "safety_check",
+        "memory",
+        "learn_memories",
+    ]
+    sections = {str(key): value for key, value in schema.items() if isinstance(value, section)}
+    assert list(sections) == [
+        "abilities",
+        "vision_model",
+        "web_search_model",
+        "conversations",
+        "model_settings",
+        "fast_model",
+        "fallback_model",
+        "advanced",
+    ]
+    assert all(value.options["collapsed"] for value in sections.values())
+    assert {str(key) for key in sections["model_settings"].schema.schema} >= {
+        CONF_TEMPERATURE,
+        CONF_MAX_TOKENS,
+        CONF_MAX_TOOL_ROUNDS,
+    }
+    # Every section's labels exist in English (hassfest would reject a missing one).
+    english = json.loads((INTEGRATION / "translations" / "en.json").read_text())
+    step = english["config_subentries"][SUBENTRY_CONVERSATION]["step"]["user"]
+    for name, value in sections.items():
+        labels = step["sections"][name]
+        assert labels["name"], name
+        # (the Ollama-only fields' labels too: this entry is not Ollama's)
+        assert set(labels["data"]) >= {str(key) for key in value.schema.schema}, name
+    assert set(step["data"]) == set(top)
+
+    result = await hass.config_entries.subentries.async_configure(
+        result["flow_id"],
+        {"name": "Sections", CONF_PROMPT: "Be brief.", "conversations": {"compact_context": True}},
+    )
+    await hass.async_block_till_done()
+    created = next(s for s in entry.subentries.values() if s.title == "Sections")
+    assert created.data["compact_context"] is True
+    assert created.data[CONF_TEMPERATURE] == 0.7  # model_settings left out: its default
+    assert not {"abilities", "conversations", "model_settings", "advanced"} & set(created.data)
+
+    result = await chatty_reconfigure(hass, entry, created.subentry_id)
+    suggested = {
+        str(key): (key.description or {}).get("suggested_value")
+        for key in result["data_schema"].schema["conversations"].schema.schema
+    }
+    assert suggested["compact_context"] is True

@@ -363,7 +363,7 @@ async def test_agent_form_stores_kind_and_override(
     assert schema_keys.index(CONF_AGENT_KIND) == schema_keys.index("prompt") + 1
     result = await hass.config_entries.subentries.async_configure(
         result["flow_id"],
-        {"name": "Manuals", CONF_AGENT_KIND: "rag", CONF_BASE_PROMPT: "  \n"},
+        {"name": "Manuals", CONF_AGENT_KIND: "rag", "advanced": {CONF_BASE_PROMPT: "  \n"}},
     )
     await hass.async_block_till_done()
     assert result["type"] is FlowResultType.CREATE_ENTRY

@@ -33,7 +33,7 @@ from homeassistant.helpers import entity_registry as er
 from homeassistant.setup import async_setup_component
 
 from .conftest import agent_entity_id
-from .helpers import setup_ollama_entry
+from .helpers import form_fields, setup_ollama_entry
 
 _OLLAMA_FIELDS = {CONF_CONTEXT_WINDOW, CONF_KEEP_ALIVE, CONF_THINK}
 
@@ -208,7 +208,7 @@ async def _agent_form(hass: HomeAssistant, entry: MockConfigEntry) -> set[str]:
         (entry.entry_id, SUBENTRY_CONVERSATION), context={"source": config_entries.SOURCE_USER}
     )
     assert result["type"] is FlowResultType.FORM
-    return {str(key) for key in result["data_schema"].schema}
+    return set(form_fields(result["data_schema"]))
 
 
 async def test_the_form_leaves_temperature_and_answer_length_to_an_ollama_model(
@@ -225,9 +225,9 @@ async def test_the_form_leaves_temperature_and_answer_length_to_an_ollama_model(
             context={"source": config_entries.SOURCE_USER},
         )
         return {
-            str(marker): marker.default
-            for marker in result["data_schema"].schema
-            if str(marker) in (CONF_TEMPERATURE, CONF_MAX_TOKENS, CONF_THINK)
+            key: marker.default
+            for key, marker in form_fields(result["data_schema"]).items()
+            if key in (CONF_TEMPERATURE, CONF_MAX_TOKENS, CONF_THINK)
         }
 
     other = await defaults(setup_integration)
@@ -262,9 +262,11 @@ async def test_the_form_stores_whole_numbers(
         result["flow_id"],
         {
             "name": "Thinker",
-            CONF_CONTEXT_WINDOW: 12288.0,
-            CONF_KEEP_ALIVE: 600.0,
-            CONF_THINK: "off",
+            "model_settings": {
+                CONF_CONTEXT_WINDOW: 12288.0,
+                CONF_KEEP_ALIVE: 600.0,
+                CONF_THINK: "off",
+            },
         },
     )
     await hass.async_block_till_done()

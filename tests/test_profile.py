@@ -49,7 +49,7 @@ from homeassistant.helpers import llm
 from homeassistant.setup import async_setup_component
 
 from .conftest import agent_entity_id
-from .helpers import messages_of, text_of
+from .helpers import form_fields, messages_of, text_of
 
 MAIN = ModelAccess("openai/gpt-test", "sk-test", "http://127.0.0.1:1/v1")
 
@@ -84,7 +84,7 @@ async def _form_fields(hass: HomeAssistant, server: FakeOllamaServer) -> dict[st
         (entry.entry_id, SUBENTRY_CONVERSATION), context={"source": config_entries.SOURCE_USER}
     )
     assert result["type"] is FlowResultType.FORM
-    return {str(marker): marker for marker in result["data_schema"].schema}
+    return form_fields(result["data_schema"])
 
 
 async def test_the_agent_form_has_its_defaults_from_the_profile(
@@ -208,7 +208,10 @@ async def test_a_changed_agent_is_seen_by_its_next_turn(
     )
     result = await hass.config_entries.subentries.async_configure(
         result["flow_id"],
-        {CONF_PROMPT: "Speak like a pirate.", CONF_TEMPERATURE: 0.2, CONF_MAX_TOKENS: 77},
+        {
+            CONF_PROMPT: "Speak like a pirate.",
+            "model_settings": {CONF_TEMPERATURE: 0.2, CONF_MAX_TOKENS: 77},
+        },
     )
     await hass.async_block_till_done()
     assert result["reason"] == "reconfigure_successful"

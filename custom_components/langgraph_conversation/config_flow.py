@@ -119,6 +119,7 @@ from .const import (
     THREAD_IDLE_DAYS,
     VALIDATION_TIMEOUT,
 )
+from .form_sections import flattened, grouped, nested
 from .postgres_packages import PostgresInstallSkipped, PostgresNotInstalled, async_load_postgres
 from .profile import AGENT_DEFAULTS, NEW_AGENT_OPTIONS, OLLAMA_AGENT_DEFAULTS
 from .tools import TOOLS, labelled, suggested_confirm_entities
@@ -524,7 +525,7 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
             ),
         }
     )
-    return vol.Schema(fields)
+    return vol.Schema(grouped(fields))
 
 
 def _web_search_fields() -> dict[Any, Any]:
@@ -545,9 +546,10 @@ def _automation_fields() -> dict[Any, Any]:
 
 
 def _agent_options(hass: HomeAssistant, user_input: dict[str, Any]) -> dict[str, Any]:
-    """Stored options: whole numbers as ints, only API ids that still exist, no blank
-    base prompt (blank means the kind's own)."""
-    options = {k: v for k, v in user_input.items() if k != "name"}
+    """Stored options (flat, whatever section of the form they came from): whole numbers
+    as ints, only API ids that still exist, no blank base prompt (blank means the kind's
+    own)."""
+    options = {k: v for k, v in flattened(user_input).items() if k != "name"}
     if not (options.get(CONF_BASE_PROMPT) or "").strip():
         options.pop(CONF_BASE_PROMPT, None)
     known = {api.id for api in llm.async_get_apis(hass)}
@@ -644,8 +646,8 @@ class AgentSubentryFlow(_OptionsSubentryFlow):
     # agent's own choice is never changed.
     def _suggested(self, suggested: dict[str, Any], is_new: bool) -> dict[str, Any]:
         if is_new and (found := suggested_confirm_entities(self.hass)):
-            return {**suggested, CONF_CONFIRM_ENTITIES: found}
-        return suggested
+            suggested = {**suggested, CONF_CONFIRM_ENTITIES: found}
+        return nested(suggested)
 
     def _placeholders(self) -> dict[str, str] | None:
         found = labelled(self.hass, suggested_confirm_entities(self.hass))
@@ -663,12 +665,9 @@ class AgentSubentryFlow(_OptionsSubentryFlow):
     ) -> SubentryFlowResult:
         if user_input is None:
             model = self._get_entry().data[CONF_MODEL]
-            self._search_model_status = (
-                f"{model} searches the web itself"
-                if await searches(model)
-                else f"{model} cannot search the web (LiteLLM's model list), so the option "
-                "works only with a web search model that can (below)"
-            )
+            # Words would be in the server's language, not the reader's (a flow does not
+            # know the person's): the description, translated, explains the mark.
+            self._search_model_status = f"{model} {'✔' if await searches(model) else '✘'}"
         return await super()._async_step_options(user_input, is_new=is_new)
 
 

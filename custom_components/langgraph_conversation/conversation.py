@@ -22,6 +22,7 @@ from .const import DOMAIN, SUBENTRY_CONVERSATION
 from .entity import SubentryEntity, add_subentry_entities
 from .profile import AgentProfile, agent_profile
 from .runtime_entry import LangGraphConfigEntry
+from .spoken import async_phrasebook
 from .tools.effects import EffectGate
 from .tools.ha_llm_api import registered_apis
 from .tools.web_search import with_sources
@@ -114,9 +115,15 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             )
         except conversation.ConverseError as err:
             return err.as_conversation_result()
-        request, notice = clean_request(user_input.text)
+        # Our own sentences (the question, a failure, a notice) in the request's language.
+        phrasebook = await async_phrasebook(
+            self.hass, user_input.language, self.profile.confirm_entities
+        )
+        request, notice = clean_request(user_input.text, phrasebook)
         runtime = self.entry.runtime_data
-        effects = EffectGate.of(self.hass).open_scope(turn_context, self.profile.confirm_entities)
+        effects = EffectGate.of(self.hass).open_scope(
+            turn_context, self.profile.confirm_entities, phrasebook
+        )
         try:
             # Web search (#27): the turn's searches, and their sources under a text answer.
             web = await web_search_access(runtime, self.profile, user_input)
@@ -133,8 +140,12 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             )
             events = runtime.run_turn(self.profile.agent, turn)
             if web is not None:
-                events = with_sources(events, web)
-            await self._stream_into(chat_log, events, notice)
+                events = with_sources(
+                    events,
+                    web,
+                    lambda links: phrasebook.sentence("web_sources", {"sources": links}),
+                )
+            await self._stream_into(chat_log, events, phrasebook, notice)
         finally:
             # Whatever this turn's tools started and still calls now is refused.
             effects.close()

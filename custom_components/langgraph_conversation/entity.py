@@ -16,7 +16,6 @@ from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import device_registry as dr, llm
 from homeassistant.helpers.entity import Entity
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
-from homeassistant.helpers.translation import async_get_exception_message
 
 from .agent.errors import ModelErrorKind, TurnError
 from .agent.events import (
@@ -29,6 +28,7 @@ from .agent.events import (
 )
 from .const import CONF_MODEL, DOMAIN
 from .runtime_entry import LangGraphConfigEntry
+from .spoken import Phrasebook
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -52,24 +52,18 @@ def tool_result_delta(done: ToolCallFinished) -> dict[str, Any]:
     return delta
 
 
-def confirmation_question(actions: tuple[str, ...]) -> str:
-    """The question that asks the user to confirm critical actions, in HA's language."""
-    return async_get_exception_message(
-        DOMAIN, "confirm_actions", {"actions": " and ".join(actions)}
-    )
-
-
 async def chat_log_deltas(
-    events: AsyncIterator[AgentEvent], notice: str | None = None
+    events: AsyncIterator[AgentEvent], phrasebook: Phrasebook, notice: str | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """Translate agent events into ChatLog deltas, as they happen.
 
-    A `notice` (the request was cut) opens the first assistant message.
+    A `notice` (the request was cut) opens the first assistant message; the confirmation
+    question is asked in the phrasebook's language.
     """
     async for event in events:
         match event:
             case ConfirmationRequested(actions=actions):
-                yield {"content": confirmation_question(actions)}
+                yield {"content": phrasebook.question(actions)}
             case MessageStarted():
                 yield {"role": "assistant"}
                 if notice:
@@ -129,25 +123,28 @@ class SubentryEntity:
         self,
         chat_log: conversation.ChatLog,
         events: AsyncIterator[AgentEvent],
+        phrasebook: Phrasebook,
         notice: str | None = None,
     ) -> None:
         """Write a turn's events into the ChatLog as they happen (`notice` opens the first
-        answer); a failed turn becomes the sentence the user reads."""
-        with self._failure_told():
+        answer); a failed turn becomes the sentence the user hears, in the phrasebook's
+        language."""
+        with self._failure_told(phrasebook):
             async for _content in chat_log.async_add_delta_content_stream(
-                self.entity_id, chat_log_deltas(events, notice)
+                self.entity_id, chat_log_deltas(events, phrasebook, notice)
             ):
                 pass
 
     @contextmanager
-    def _failure_told(self) -> Iterator[None]:
-        """A turn or task that fails inside fails as the sentence the user reads."""
+    def _failure_told(self, phrasebook: Phrasebook | None = None) -> Iterator[None]:
+        """A turn or task that fails inside fails as the sentence the user reads: in the
+        phrasebook's language, or (a task, which nobody hears) Home Assistant's."""
         try:
             yield
         except TurnError as err:
-            raise self._model_failure(err) from None
+            raise self._model_failure(err, phrasebook) from None
 
-    def _model_failure(self, err: TurnError) -> HomeAssistantError:
+    def _model_failure(self, err: TurnError, phrasebook: Phrasebook | None) -> HomeAssistantError:
         """A failed turn or task as the sentence the user reads, logged once.
 
         A refused key also starts re-authentication, so the user can give a new one.
@@ -155,4 +152,6 @@ class SubentryEntity:
         _LOGGER.warning("%s could not answer (%s): %s", self.entity_id, err.kind, err.detail)
         if err.kind == ModelErrorKind.AUTH:
             self.entry.async_start_reauth(self.hass)
+        if phrasebook is not None:
+            return phrasebook.error(f"turn_{err.kind}")
         return HomeAssistantError(translation_domain=DOMAIN, translation_key=f"turn_{err.kind}")

@@ -19,8 +19,6 @@ import re
 
 from homeassistant.components import conversation
 from homeassistant.core import HomeAssistant
-from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers.translation import async_get_exception_message
 from homeassistant.util import dt as dt_util
 
 from .activity import ActivityReporter
@@ -28,9 +26,10 @@ from .agent.events import TextFlagged
 from .agent.guard import Requester, clean_text
 from .agent.models import look_at_image, looking_model, search_web, searching_model
 from .agent.runtime import AgentRuntime, Turn
-from .const import DOMAIN, MAX_REQUEST_CHARS
+from .const import MAX_REQUEST_CHARS
 from .parties import thread_request
 from .profile import AgentProfile
+from .spoken import Phrasebook, language_line
 from .tools.assist_wording import shorter_prompt
 from .tools.automations import automation_access
 from .tools.context import compact_system_prompt, split_clock
@@ -48,8 +47,9 @@ _LOGGER = logging.getLogger(__name__)
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def clean_request(text: str) -> tuple[str, str | None]:
-    """The request as the model gets it, and a notice for the user if it was cut.
+def clean_request(text: str, phrasebook: Phrasebook) -> tuple[str, str | None]:
+    """The request as the model gets it, and a notice for the user (in the phrasebook's
+    language) if it was cut.
 
     Invalid Unicode (lone surrogates) is replaced: the model's HTTP client cannot send it.
     Nothing to answer (empty, blank or only control characters) is refused: a model would
@@ -59,13 +59,10 @@ def clean_request(text: str) -> tuple[str, str | None]:
     notice = None
     if len(text) > MAX_REQUEST_CHARS:
         text = text[:MAX_REQUEST_CHARS]
-        cut = async_get_exception_message(
-            DOMAIN, "request_truncated", {"limit": f"{MAX_REQUEST_CHARS:,}"}
-        )
-        # Home Assistant drops an exception message's final full stop; this one is spoken.
-        notice = f"{cut.rstrip('.')}."
+        limit = phrasebook.number(MAX_REQUEST_CHARS)
+        notice = phrasebook.sentence("request_truncated", {"limit": limit})
     if not text.strip():
-        raise HomeAssistantError(translation_domain=DOMAIN, translation_key="turn_empty_request")
+        raise phrasebook.error("turn_empty_request")
     return text, notice
 
 
@@ -100,7 +97,10 @@ def earlier_content(chat_log: conversation.ChatLog, agent_id: str) -> tuple[tupl
 
 
 def system_prompt(
-    hass: HomeAssistant, profile: AgentProfile, chat_log: conversation.ChatLog
+    hass: HomeAssistant,
+    profile: AgentProfile,
+    chat_log: conversation.ChatLog,
+    language: str | None = None,
 ) -> tuple[str, str, list[tuple[TextFlagged, str]]]:
     """Home Assistant's rendered prompt as the model gets it, its clock line, and the
     flagged names the prompt names again.
@@ -108,7 +108,8 @@ def system_prompt(
     The prompt has the compact home context if the agent chose it, else its entity listing
     grouped by area (same facts, fewer tokens); its live-context guidance in shorter words
     either way. Names reach the model through Home Assistant's prompt (and the speaker
-    layer), so a flagged one is named again, quoted and marked, after it.
+    layer), so a flagged one is named again, quoted and marked, after it. A request in
+    another language than English asks for answers in it (spoken.language_line).
     """
     names = flagged_entity_names(hass, conversation.DOMAIN) if profile.uses_tools else []
     prompt = shorter_prompt(chat_log.content[0].content)
@@ -117,6 +118,8 @@ def system_prompt(
     else:
         prompt = dense_system_prompt(prompt)
     prompt, clock = split_clock(prompt)
+    if line := language_line(language):
+        prompt = f"{prompt}\n{line}"
     if notice_of_names := names_notice(names):
         prompt = f"{prompt}\n\n{notice_of_names}"
     return prompt, clock, names
@@ -231,7 +234,7 @@ async def assemble_turn(
     `agent_entity_id`); the turn's tools act under the effect scope's Context, and search
     the web through `web_search` (web_search_access) when the agent may."""
     now = dt_util.utcnow().timestamp()
-    prompt, clock, names = system_prompt(hass, profile, chat_log)
+    prompt, clock, names = system_prompt(hass, profile, chat_log, user_input.language)
     # The thread of this conversation and this party (agent/memory/threads.py).
     thread = await runtime.choose_thread(thread_request(profile, user_input, chat_log), now)
     activity = ActivityReporter(

@@ -67,11 +67,19 @@ STEPS = [
         "name-assign",
         "name_assign",
     ),
+    Step(
+        "(k) profile language German: the agent form's labels and section names in German, "
+        "every section closed at first; closed again without an agent",
+        "agent-form-de",
+        "agent_form_de",
+    ),
 ]
 # LGC_E2E_ONLY=slug,slug runs only those steps (and the required ones), to work on a step.
 if only := {s for s in os.environ.get("LGC_E2E_ONLY", "").split(",") if s}:
     STEPS = [step for step in STEPS if step.required or step.slug in only]
+# The README's chat picture: the phone step's screenshot.
 DOCS_STEP = "phone"
+DOCS_CHAT = "chat-panel.png"
 
 
 def main() -> int:
@@ -82,7 +90,9 @@ def main() -> int:
     parser.add_argument("--ha-log", type=Path, help="Home Assistant's log, checked at the end")
     parser.add_argument("--marker", required=True, help="extra Chromium switch marking this run")
     parser.add_argument("--develop-pid", type=int, help="scripts/develop, to notice it dying")
-    parser.add_argument("--docs-screenshot", type=Path, help="copy the chat screenshot here")
+    parser.add_argument(
+        "--docs-dir", type=Path, help="copy the pictures for the docs here (chat, German form)"
+    )
     parser.add_argument(
         "--local-model-port-file",
         type=Path,
@@ -157,10 +167,11 @@ def main() -> int:
         (args.artifacts / "transcript.txt").write_text(
             "\n".join(steps.transcript) + "\n", encoding="utf-8"
         )
-        shot = steps.screenshots.get(DOCS_STEP)
-        if args.docs_screenshot and shot and not failed:
-            shutil.copyfile(shot, args.docs_screenshot)
-            print(f"  copied {shot.name} to {args.docs_screenshot}")
+        shots = {DOCS_CHAT: steps.screenshots.get(DOCS_STEP), **steps.docs_shots}
+        for name, shot in shots.items():
+            if args.docs_dir and shot and not failed:
+                shutil.copyfile(shot, args.docs_dir / name)
+                print(f"  copied {shot.name} to {args.docs_dir / name}")
     args.results.write_text(
         json.dumps(
             {"passed": passed, "failed": failed, "results": results, "timings": timings},

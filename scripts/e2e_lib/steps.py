@@ -17,6 +17,7 @@ import traceback
 from typing import Any
 import urllib.request
 
+from .agent_form_de import walk_german_agent_form
 from .brand import (
     BRAND_ICON,
     BRAND_PATH,
@@ -48,9 +49,12 @@ LOCAL_AGENT_OPTIONS = {
     "name": LOCAL_AGENT_NAME,
     "agent_kind": "chatbot",
     "memory": False,
-    "max_tokens": 16,  # the least the form takes; a few words prove streaming
-    "temperature": 0,
-    "request_timeout": 240,  # prefill on a busy two-core machine
+    # The agent form's section (form_sections.py) for the model's settings.
+    "model_settings": {
+        "max_tokens": 16,  # the least the form takes; a few words prove streaming
+        "temperature": 0,
+        "request_timeout": 240,  # prefill on a busy two-core machine
+    },
 }
 # Most of a follow-up's prompt must come from llama-server's prompt cache.
 CACHE_SHARE = 0.5
@@ -99,6 +103,8 @@ class Steps:
         self.dialog = AssistDialog(page)
         self.results: list[Result] = []
         self.screenshots: dict[str, Path] = {}
+        # Pictures for docs/ (file name → screenshot), copied there by --docs-dir.
+        self.docs_shots: dict[str, Path] = {}
         self.transcript: list[str] = []
         # A step on a page of its own (the phone) shows that page in its screenshot.
         self.shot_page: Any = None
@@ -446,6 +452,13 @@ class Steps:
         page.locator("home-assistant-main").wait_for(timeout=30_000)
         shot = self.artifacts / f"{len(self.results) + 1:02d}-name-assign-dialog.png"
         return add_entry_to_name_and_assign(page, self.ha, traffic, shot)
+
+    def agent_form_de(self) -> str:
+        """Profile language German: the agent form's labels and sections in German."""
+        shot = self.artifacts / f"{len(self.results) + 1:02d}-agent-form-de-dialog.png"
+        detail = walk_german_agent_form(self.page, self.ha, shot)
+        self.docs_shots["agent-form-de.png"] = shot
+        return detail
 
     def log_clean(self, log_path: Path | None) -> str:
         check(log_path is not None and log_path.exists(), f"no Home Assistant log at {log_path}")

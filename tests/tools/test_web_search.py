@@ -30,6 +30,7 @@ from custom_components.langgraph_conversation.const import (
     CONF_WEB_SEARCH_MODEL,
     SUBENTRY_CONVERSATION,
 )
+from custom_components.langgraph_conversation.form_sections import nested
 from custom_components.langgraph_conversation.tools.registry import ToolContext, WebSearchAccess
 from custom_components.langgraph_conversation.tools.selection import LeftOut, choose_tools
 from custom_components.langgraph_conversation.tools.web_search import SEARCH_TOOL
@@ -46,7 +47,7 @@ from homeassistant.setup import async_setup_component
 from scripts.develop_lib.config import OFFLINE_AGENT_OPTIONS as OFFLINE_AGENT
 
 from ..conftest import add_test_entry, agent_entity_id
-from ..helpers import assist_tool_name, messages_of, text_of
+from ..helpers import assist_tool_name, form_fields, messages_of, text_of
 
 SEED = 2712
 SEARCH_KEY = "search-key-9f8e7d6c5b4a"
@@ -412,25 +413,28 @@ async def test_the_form_says_whether_the_agents_model_searches(
         context={"source": config_entries.SOURCE_RECONFIGURE, "subentry_id": agent.subentry_id},
     )
     assert result["type"] is FlowResultType.FORM
-    fields = {str(field): field for field in result["data_schema"].schema}
+    fields = form_fields(result["data_schema"])
     assert fields[CONF_WEB_SEARCH].default() is False
     assert CONF_WEB_SEARCH_MODEL in fields
     status = result["description_placeholders"]["search_model_status"]
     assert status.startswith(model)
-    assert ("cannot" not in status) is searches, status
+    assert status == f"{model} {'✔' if searches else '✘'}", status
     if searches:
         return
     result = await hass.config_entries.subentries.async_configure(
         result["flow_id"],
-        {
-            **DEFAULT_AGENT_OPTIONS,
-            CONF_WEB_SEARCH: True,
-            CONF_WEB_SEARCH_MODEL: {
-                CONF_MODEL: search_server.model,
-                CONF_API_KEY: SEARCH_KEY,
-                CONF_API_BASE: search_server.api_base,
-            },
-        },
+        # As the form sends it: its options in their sections (form_sections.py).
+        nested(
+            {
+                **DEFAULT_AGENT_OPTIONS,
+                CONF_WEB_SEARCH: True,
+                CONF_WEB_SEARCH_MODEL: {
+                    CONF_MODEL: search_server.model,
+                    CONF_API_KEY: SEARCH_KEY,
+                    CONF_API_BASE: search_server.api_base,
+                },
+            }
+        ),
     )
     assert result["type"] is FlowResultType.ABORT
     await hass.async_block_till_done()

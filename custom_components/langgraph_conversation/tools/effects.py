@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import inspect
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
 import uuid
 
 from homeassistant.components.automation import automations_with_entity, entities_in_automation
@@ -83,6 +83,8 @@ _VERBS = {
     ("cover", "toggle"): "open",
     ("cover", "set_cover_position"): "open",
 }
+# Whose name a question in another language uses (spoken.py) for a call that opens.
+_NAMED_AS = {("cover", "toggle"): "open_cover", ("cover", "set_cover_position"): "open_cover"}
 _SCRIPT_SERVICES = frozenset({"turn_on", "toggle"})
 # Keys that name targets; a split call names its entities explicitly instead.
 _TARGET_KEYS = ("entity_id", "device_id", "area_id", "floor_id", "label_id")
@@ -92,6 +94,15 @@ _RETIRED_SECONDS = 3600.0
 _RETIRED_MAX = 512
 # Held effects nobody answered are dropped after this (the pause itself expires sooner).
 _PENDING_SECONDS = max(CONFIRMATION_TIMEOUT * 5, 600.0)
+
+
+class ActionWords(Protocol):
+    """How a turn's language names an effect in its question (spoken.Phrasebook)."""
+
+    def action(
+        self, domain: str, service: str, name: str, detail: Iterable[str] = ()
+    ) -> str | None:
+        """The effect in the turn's language; None for the gate's own English words."""
 
 
 class EffectHeld(HomeAssistantError):
@@ -128,10 +139,17 @@ class _Pending:
 class EffectScope:
     """The gate as one turn sees it (confirmation.EffectGuard)."""
 
-    def __init__(self, gate: EffectGate, context: Context, marked: frozenset[str]) -> None:
+    def __init__(
+        self,
+        gate: EffectGate,
+        context: Context,
+        marked: frozenset[str],
+        words: ActionWords | None = None,
+    ) -> None:
         self.gate = gate
         self.context = context
         self.marked = marked
+        self.words = words
         self.held: list[HeldCall] = []
         self.closed = False
 
@@ -277,9 +295,12 @@ class EffectGate:
 
     # Turns ------------------------------------------------------------------------
 
-    def open_scope(self, context: Context, marked: Iterable[str] = ()) -> EffectScope:
-        """Gate every service call made with `context` (a turn's own) from now on."""
-        scope = EffectScope(self, context, frozenset(marked))
+    def open_scope(
+        self, context: Context, marked: Iterable[str] = (), words: ActionWords | None = None
+    ) -> EffectScope:
+        """Gate every service call made with `context` (a turn's own) from now on; the
+        question names held effects in `words` (English without)."""
+        scope = EffectScope(self, context, frozenset(marked), words)
         self._scopes[context.id] = scope
         return scope
 
@@ -405,7 +426,9 @@ class EffectGate:
         service = str(arguments["service"]).lower()
         data = {**(arguments.get("service_data") or {}), **(arguments.get("target") or {})}
         try:
-            critical, plain = critical_effects(self.hass, domain, service, data, scope.marked)
+            critical, plain = critical_effects(
+                self.hass, domain, service, data, scope.marked, scope.words
+            )
         except Exception:  # what cannot be understood is not run unasked
             _LOGGER.debug("Could not resolve %s.%s %s", domain, service, data, exc_info=True)
             critical, plain = {"*": f"{service.replace('_', ' ')} ({domain})"}, []
@@ -478,7 +501,12 @@ def targeted_entities(
 
 
 def critical_effects(
-    hass: HomeAssistant, domain: str, service: str, data: dict[str, Any], marked: frozenset[str]
+    hass: HomeAssistant,
+    domain: str,
+    service: str,
+    data: dict[str, Any],
+    marked: frozenset[str],
+    words: ActionWords | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """The critical effects of a call (entity id → action) and its other entities."""
     if domain == "homeassistant":
@@ -489,7 +517,7 @@ def critical_effects(
     plain: list[str] = []
     for entity_id in targeted_entities(hass, domain, service, data):
         state = hass.states.get(entity_id)
-        action = critical_action(hass, domain, service, entity_id, state, data, marked)
+        action = critical_action(hass, domain, service, entity_id, state, data, marked, words)
         if action is None:
             plain.append(entity_id)
         else:
@@ -509,27 +537,34 @@ def critical_action(
     state: State | None,
     data: dict[str, Any],
     marked: frozenset[str],
+    words: ActionWords | None = None,
 ) -> str | None:
-    """How the question names this effect ("unlock Front Door"), or None if it is safe."""
+    """How the question names this effect ("unlock Front Door", in `words`' language when
+    given), or None if it is safe."""
     name = _name(entity_id, state)
+    detail: list[str] = []
     if entity_id in marked:
         verb = "run" if domain in ("script", "automation") else service.replace("_", " ")
-        return f"{verb} {name}"
-    if _is_critical_kind(domain, state) and service not in SAFE_SERVICES[domain]:
+    elif _is_critical_kind(domain, state) and service not in SAFE_SERVICES[domain]:
         if domain == "cover" and service == "set_cover_position" and not _opens(data):
             return None
         verb = _VERBS.get((domain, service), service.replace("_", " "))
-        return f"{verb} {name}"
-    if domain in RELAY_DOMAINS and guarded_by(hass, entity_id) is not None:
+    elif domain in RELAY_DOMAINS and guarded_by(hass, entity_id) is not None:
         # Every service: a relay's "off" may be what opens (a momentary or inverted one).
-        return f"{service.replace('_', ' ')} {name}"
-    if (domain == "script" and service != "turn_off") or (
+        verb = service.replace("_", " ")
+    elif (domain == "script" and service != "turn_off") or (
         domain == "automation" and service == "trigger"
     ):
-        touched = _critical_entities_run_by(hass, domain, entity_id)
-        if touched:
-            return f"run {name} ({', '.join(touched)})"
-    return None
+        detail = _critical_entities_run_by(hass, domain, entity_id)
+        if not detail:
+            return None
+        verb = "run"
+    else:
+        return None
+    named_as = _NAMED_AS.get((domain, service), service)
+    if words is not None and (worded := words.action(domain, named_as, name, detail)):
+        return worded
+    return f"{verb} {name} ({', '.join(detail)})" if detail else f"{verb} {name}"
 
 
 def _is_critical_kind(domain: str, state: State | None) -> bool:

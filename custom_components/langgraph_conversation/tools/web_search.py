@@ -15,7 +15,7 @@ a satellite) gets the pages' titles only, so no address is read aloud.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 import re
 from typing import Any
 
@@ -99,19 +99,29 @@ async def _search(tool_context: ToolContext, arguments: dict[str, Any]) -> dict[
     }
 
 
-def sources_line(found: Sequence[tuple[str, str]], answer: str) -> str | None:
+def _english_line(links: str) -> str:
+    return async_get_exception_message(DOMAIN, "web_sources", {"sources": links})
+
+
+def sources_line(
+    found: Sequence[tuple[str, str]], answer: str, line: Callable[[str], str] = _english_line
+) -> str | None:
     """The line of links under a text answer: the pages the turn's searches cited that the
-    answer does not link already; None when there are none."""
+    answer does not link already, worded by `line` (the turn's language); None when there
+    are none."""
     links = [f"[{title}]({url})" for title, url in found if url not in answer]
     if not links:
         return None
-    return async_get_exception_message(DOMAIN, "web_sources", {"sources": ", ".join(links)})
+    return line(", ".join(links))
 
 
 async def with_sources(
-    events: AsyncIterator[AgentEvent], web: WebSearchAccess
+    events: AsyncIterator[AgentEvent],
+    web: WebSearchAccess,
+    line: Callable[[str], str] = _english_line,
 ) -> AsyncIterator[AgentEvent]:
-    """A turn's events, and after a text answer that searched the web, its sources.
+    """A turn's events, and after a text answer that searched the web, its sources (the
+    line worded by `line`, in the turn's language).
 
     Only after an answer's words (not after a question for a yes, not after a failure)
     and never for a spoken answer.
@@ -128,8 +138,8 @@ async def with_sources(
         yield event
     if web.voice or asks or not web.found or not "".join(answer).strip():
         return
-    if (line := sources_line(web.found, "".join(answer))) is not None:
-        yield TextDelta(f"\n\n{line}")
+    if (sources := sources_line(web.found, "".join(answer), line)) is not None:
+        yield TextDelta(f"\n\n{sources}")
 
 
 SPECS = [

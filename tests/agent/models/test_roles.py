@@ -34,8 +34,6 @@ from custom_components.langgraph_conversation.const import (
     CONF_MODEL_RETRIES,
     CONF_REQUEST_TIMEOUT,
     CONF_VISION_MODEL,
-    CONF_WEB_SEARCH,
-    CONF_WEB_SEARCH_MODEL,
     DOMAIN,
     EVENT_ACTIVITY,
     SUBENTRY_CONVERSATION,
@@ -324,23 +322,20 @@ async def test_failing_fallback_gives_its_sentence(
 async def test_agent_form_stores_roles_as_sections(
     hass: HomeAssistant, setup_integration: MockConfigEntry
 ) -> None:
-    """Fast, fallback and vision models are collapsed sections (the vision model next to
-    the camera option it serves); empty ones are not stored."""
+    """Fast, fallback and vision models are collapsed sections (the vision model right
+    after the abilities section, with the camera option it serves); empty ones are not
+    stored."""
     entry = setup_integration
     result = await hass.config_entries.subentries.async_init(
         (entry.entry_id, SUBENTRY_CONVERSATION), context={"source": config_entries.SOURCE_USER}
     )
     schema = result["data_schema"].schema
     keys = [str(key) for key in schema]
-    retries = keys.index(CONF_MODEL_RETRIES)
-    assert keys[retries + 1 : retries + 7] == [
-        CONF_FAST_MODEL,
-        CONF_FALLBACK_MODEL,
-        CONF_CAMERAS,
-        CONF_VISION_MODEL,
-        CONF_WEB_SEARCH,
-        CONF_WEB_SEARCH_MODEL,
-    ]
+    abilities = keys.index("abilities")
+    assert keys[abilities + 1] == CONF_VISION_MODEL
+    assert keys[-3:] == [CONF_FAST_MODEL, CONF_FALLBACK_MODEL, "advanced"]
+    abilities_fields = next(value for key, value in schema.items() if str(key) == "abilities")
+    assert CONF_CAMERAS in {str(key) for key in abilities_fields.schema.schema}
     fast_section = next(value for key, value in schema.items() if str(key) == CONF_FAST_MODEL)
     assert isinstance(fast_section, section)
     assert fast_section.options["collapsed"] is True
@@ -352,7 +347,7 @@ async def test_agent_form_stores_roles_as_sections(
             CONF_FAST_MODEL: {CONF_MODEL: " openai/small ", CONF_API_KEY: "  "},
             CONF_FALLBACK_MODEL: {CONF_API_KEY: "sk-without-model"},
             CONF_VISION_MODEL: {CONF_MODEL: " openai/gpt-4o-mini ", CONF_API_BASE: " "},
-            CONF_ACTIVITY_CONTENTS: True,
+            "advanced": {CONF_ACTIVITY_CONTENTS: True},
         },
     )
     await hass.async_block_till_done()

@@ -9,7 +9,7 @@ tool runs (tools/effects.py). This module is the agent's half of that contract:
   effects that were held, and after the requester's answer it releases (runs) or drops them.
 - `current_tool_call`, which tool call is running, so a held effect is attributed to it.
 - `Requester` and `decide`, binding a pending yes to who asked, where, and until when.
-- `is_affirmative`, a whole reply that clearly says yes, in the languages Assist ships most.
+- `is_affirmative`, a whole reply that clearly says yes, in every language we ship.
 """
 
 from __future__ import annotations
@@ -139,11 +139,14 @@ def decide(pause: dict[str, Any], requester: Requester, reply: str, now: float) 
     return Decision(True)
 
 
-# Whole replies that confirm, in the languages Home Assistant's Assist is used with most
-# (en, de, fr, es, nl, it, pl, pt, sv, da). A reply must be one of these as a whole (after
-# case, accents-preserving normalisation and punctuation): "yes, but wait" or "OK, what's
-# the weather?" is something else, and anything else cancels. A missed yes costs a
-# repeat; a misread one would open a door.
+# Whole replies that confirm, in every language the integration ships (en, de, fr, es, it,
+# nl, pl, pt, pt-BR, sv, da, nb, fi, cs, ru, uk, zh-Hans), one language after another. A
+# reply must be one of these as a whole (after case, accents-preserving normalisation and
+# punctuation): "yes, but wait" or "OK, what's the weather?" is something else, and
+# anything else cancels. A missed yes costs a repeat; a misread one would open a door, so
+# nothing that could mean "no", "wait" or "maybe" in any of them is listed (the Russian
+# filler "так", Ukrainian for yes, is the one word shared with another meaning, and only
+# as a whole reply).
 _YES_PHRASES = """
 yes | yes please | yes do it | yes go ahead | yes please do | yes do | yes i do | yes i am sure
 yeah | yep | yup | sure | sure go ahead | ok | okay | ok do it | okay do it | ok go ahead
@@ -165,6 +168,52 @@ sim | sim por favor | claro que sim | pode | pode sim | confirmo | confirmado | 
 faça isso | faz isso | sim faça isso
 ja tack | ja gärna | javisst | absolut | gör det | ja gör det | bekräftar | bekräftat | visst
 ja tak | ja gerne | gør det | ja gør det | bekræft | bekræftet | selvfølgelig | helt sikkert
+ja bitte mach das | ja los | klar mach | auf jeden fall | natürlich | na klar | ok mach das
+in ordnung | einverstanden | mach ruhig | leg los | nur zu | jep | jo | passt mach das
+oui oui | oui allez y | oui fais le | fais le | faites le | absolument | tout à fait
+évidemment | oui je confirme | volontiers | exactement | carrément
+sí gracias | sí claro | desde luego | vale hazlo | sí adelante | venga | dale | sí confirmo
+exacto | afirmativo
+sì per favore | sì certo | certo che sì | vai | vai pure | procedi pure | fallo pure
+sì procedi | sì confermo | assolutamente sì | esatto | senz'altro | ovviamente | volentieri
+ja doe het maar | ja ga je gang | ja prima | ja zeker | ja is goed | ja hoor | ja klopt
+doe het maar | ga je gang | ga maar | ga door | doe het gerust | zeker weten | natuurlijk
+uiteraard | oké | is goed | in orde | prima doe maar
+tak śmiało | śmiało | dawaj | tak jasne | tak oczywiście | pewnie | no pewnie | tak dobrze
+okej | tak potwierdzam | do dzieła | wykonaj | tak wykonaj | jak najbardziej | tak jest
+zdecydowanie tak | no jasne
+sim faz isso | sim faça | sim pode | sim avança | sim avance | sim claro | podes | faz
+faça | força | avança | avance | está bem | sim ok | exatamente | sim tenho a certeza
+sim quero | quero | sim é isso
+pode fazer | sim faz | tá bom | beleza | manda ver | vai em frente | pode ir | isso mesmo
+sim eu quero
+ja kör | ja visst | ja absolut | ja varsågod | ja det går bra | japp | jepp | jajamen
+självklart | såklart | okej gör det | kör | kör på | kör bara | varsågod | det går bra
+gärna | absolut gör det | ja kör på
+ja bare gør det | gør det bare | bare gør det | det er ok | fint | helt fint
+ja selvfølgelig | naturligvis | klart | ja klart | ja tak gør det | det må du gerne
+det er i orden | javel | kør | kør bare | jeg bekræfter | gå bare i gang | ja fortsæt
+gerne
+ja takk | ja gjerne | gjerne | ja gjør det | ja bare gjør det | gjør det | bare gjør det
+gjør det bare | okei | det er greit | greit | helt greit | selvsagt | kjør på | bare kjør
+sett i gang | bekreftet | jeg bekrefter | ja fortsett | absolutt
+kyllä | joo | juu | kyllä kiitos | joo kiitos | kyllä tee se | joo tee se | tee se
+tee vaan | tee se vaan | selvä | hyvä on | sopii | käy | se käy | anna mennä | mene vaan
+ilman muuta | tietysti | totta kai | toki | kyllä vain | ehdottomasti | vahvistan
+jatka vaan
+ano | ano prosím | ano udělej to | ano proveď to | jo udělej to | jasně | jasně udělej to
+určitě | samozřejmě | no jasně | dobře | dobře udělej to | v pořádku | souhlasím | potvrzuji
+potvrzuju | proveď to | udělej to | do toho | pusť se do toho | klidně | ano souhlasím
+да | да пожалуйста | да давай | да делай | да сделай это | да выполняй | конечно
+конечно да | давай | давай делай | делай | сделай это | выполняй | хорошо | ладно | ок
+окей | согласен | согласна | подтверждаю | разрешаю | вперёд | действуй | безусловно
+да подтверждаю
+так | так будь ласка | так давай | так роби | так зроби це | так виконуй | звісно | звичайно
+звісно так | давай роби | роби | зроби це | виконуй | добре | гаразд | згоден | згодна
+підтверджую | дозволяю | вперед | дій | так підтверджую | авжеж
+是 | 是的 | 是的 请执行 | 对 | 对的 | 好 | 好的 | 好的 执行吧 | 好啊 | 行 | 可以
+可以的 | 没问题 | 当然 | 当然可以 | 确定 | 确认
+执行吧 | 去做吧 | 做吧 | 嗯 好的 | 同意 | 请执行 | 就这么办
 """
 # A question mark makes any reply a question ("Yes? What do you mean?", "Sí?").
 _QUESTION_MARKS = ("?", "\u00bf", "\uff1f", "\u037e")  # ? ¿ fullwidth ? Greek ;
