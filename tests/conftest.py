@@ -54,16 +54,19 @@ def join_litellm_failure_threads() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 async def close_abandoned_generators() -> AsyncIterator[None]:
-    """Let the loop finish closing the async generators a test's streams abandoned.
+    """Let the loop finish closing the async generators a test's own SDK calls abandoned.
 
     The OpenAI SDK stops reading a stream at "[DONE]" and closes the HTTP response, but
     not the chain of async generators it read through (its SSE decoder, httpx's and
-    httpcore's byte streams). Python hands each abandoned generator to the event loop,
-    which closes it in a task of its own, one link of the chain per pass of the loop. On
-    a busy machine the last links could still be pending when Home Assistant's plugin
-    looks for lingering tasks after the test, and it failed a test that leaked nothing.
-    Only those closing tasks are waited for here (a few seconds at most); any other task
-    a test leaves behind still fails it.
+    httpcore's byte streams), and LiteLLM's wrapper leaves one per chunk. Python hands
+    each abandoned generator to the event loop, which closes it in a task of its own, one
+    link of the chain per pass of the loop. The agent closes all of them itself
+    (agent/upstream/openai_stream.py; tests/agent/models/test_stream_closing.py fails if
+    it does not), but tests that read the SDKs plainly (tests/test_fakes.py, the upstream
+    contracts' reference reads) still leave them, and on a busy machine the last links
+    could be pending when Home Assistant's plugin looks for lingering tasks. Only those
+    closing tasks are waited for here (a few seconds at most); any other task a test
+    leaves behind still fails it.
     """
     yield
     # Generators in reference cycles are handed over only by the collector: now, not

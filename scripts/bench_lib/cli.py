@@ -4,7 +4,7 @@
 
 Figures (by name or number): 1 overhead, 2 first_delta, 3 setup, 4 memory, 5 storage,
 6 prompt, 7 concurrency, 8 round_trips, 9 hostile, 10 local_prefill, 11 tokens, 12 reloads,
-13 outage, 14 history.
+13 outage, 14 history, 15 imports.
 The bench
 reports; it never fails on a missed target (exit 0), only on a crash of the bench itself.
 """
@@ -32,6 +32,7 @@ from . import (
     fresh,
     history,
     hostile,
+    imports,
     latency,
     local_prefill,
     outage,
@@ -61,6 +62,7 @@ FIGURES = {
     "reloads": 12,
     "outage": 13,
     "history": 14,
+    "imports": 15,
 }
 # The order figures run in: in-process ones first, the fresh processes last.
 RUN_ORDER = (
@@ -75,6 +77,7 @@ RUN_ORDER = (
     "outage",
     "fresh",
     "reloads",
+    "imports",
 )
 QUIET_LOGGERS = ("homeassistant.loader", "aiohttp_fast_zlib", "homeassistant.components.camera")
 
@@ -152,6 +155,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
         "reloads": reloads.measure,
         "outage": outage.measure,
         "history": history.measure,
+        "imports": imports.measure,
     }
     wanted = {
         "latency": bool(figures & set(latency.NEEDS)),
@@ -165,6 +169,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
         "reloads": "reloads" in figures,
         "outage": "outage" in figures,
         "history": "history" in figures,
+        "imports": "imports" in figures,
     }
     return {name: steps[name] for name in RUN_ORDER if wanted[name]}
 
@@ -181,6 +186,7 @@ STEP_FIGURES = {
     "reloads": (12, "memory over entry reloads (fresh processes)"),
     "outage": (13, "a PostgreSQL outage while running"),
     "history": (14, "loop stall while the history tool answers"),
+    "imports": (15, "RSS and time each library adds at import (fresh interpreters)"),
 }
 
 
@@ -342,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     if panels:
         plot.draw(png, panels, "Turn overhead (wall time minus the model server's own time)")
     print(table)
+    if "imports" in raw:
+        print()
+        print(raw["imports"]["table"])
     if notes:
         print()
         print(notes)

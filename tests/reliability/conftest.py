@@ -27,7 +27,7 @@ from custom_components.langgraph_conversation.diagnostics import (
 )
 from fakes import FakeOpenAIServer, FakeResolver
 from homeassistant.components import conversation
-from homeassistant.components.conversation.trace import async_get_traces
+from homeassistant.components.conversation.trace import async_clear_traces, async_get_traces
 from homeassistant.const import MATCH_ALL
 from homeassistant.core import Context, CoreState, Event, HomeAssistant, ServiceCall, callback
 from homeassistant.helpers import intent
@@ -214,6 +214,18 @@ class Witness:
         self.caplog = caplog
         self.events: list[Event] = []
         self.conversation_ids: set[str] = set()
+
+    async def start_watching(self) -> None:
+        """Forget what was seen so far, once it has all been seen.
+
+        Whatever the test did before (a service call, a turn) may still have work queued
+        on the loop that logs or fires events: it is awaited first, so nothing of it is
+        recorded after the clearing and read as the watched part's doing.
+        """
+        await self.hass.async_block_till_done()
+        self.caplog.clear()
+        self.events.clear()
+        async_clear_traces()
 
     @callback
     def record(self, event: Event) -> None:

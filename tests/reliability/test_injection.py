@@ -20,7 +20,6 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry, async_
 from custom_components.langgraph_conversation.const import DOMAIN
 from fakes import FakeOpenAIServer, Reply, ToolCall
 from homeassistant.components import conversation
-from homeassistant.components.conversation.trace import async_clear_traces
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant, ServiceCall
 from homeassistant.helpers import entity_registry as er
@@ -180,9 +179,7 @@ async def test_secrets_and_other_peoples_memories_stay_hidden(
     )
     ada_memory = added["id"]
     # From here on everything is watched: what Bob's turns leave behind.
-    witness.caplog.clear()
-    witness.events.clear()
-    async_clear_traces()
+    await witness.start_watching()
 
     openai_server.responder = _echo_everything
     openai_server.add_tool_calls(

@@ -13,7 +13,11 @@ from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
 from litellm.llms.custom_httpx import async_client_cleanup
 import openai
 
-from custom_components.langgraph_conversation.agent.upstream import litellm_release, versions
+from custom_components.langgraph_conversation.agent.upstream import (
+    litellm_release,
+    openai_stream,
+    versions,
+)
 from custom_components.langgraph_conversation.agent.upstream.litellm_release import (
     LOGGING_POOL,
 )
@@ -84,10 +88,13 @@ async def test_closing_leaves_no_client_open_and_none_cached(
         messages=[{"role": "user", "content": "Hi"}],
         stream=True,
     )
+    # Read and closed as the agent reads and closes every answer (models/chat.py): read
+    # plainly, the SDK's stream leaves its generators for the event loop to close in tasks
+    # of their own, later (upstream/openai_stream.py), which outlived this test on a busy
+    # machine.
+    openai_stream.own(stream)
     async for _chunk in stream:
         pass
-    # As the agent does after every answer (models/chat.py `_close_stream`): a wrapper left to
-    # the garbage collector finishes its generator in a task of its own, later.
     await stream.aclose()
     cached = list(litellm.in_memory_llm_clients_cache.cache_dict.values())
     sdk_clients = [c for c in cached if isinstance(c, openai.AsyncOpenAI)]

@@ -7,9 +7,11 @@ tests/agent/models/test_lean_stream.py.
 
 from __future__ import annotations
 
+from contextlib import aclosing
 import json
 from typing import Any
 
+import httpx
 import litellm
 from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
 from litellm.llms.ollama.chat.transformation import OllamaChatCompletionResponseIterator
@@ -18,6 +20,8 @@ import pytest
 
 from custom_components.langgraph_conversation.agent.upstream import litellm_stream, versions
 from fakes import FakeOllamaServer
+
+from ...loop_closings import nothing_left_for_the_loop
 
 
 def _line(content: str = "", *, done: bool = False, **message: Any) -> dict[str, Any]:
@@ -140,3 +144,28 @@ async def test_a_failure_mid_stream_becomes_litellms_mapped_exception(
         assert "Error receiving chunk" in str(raised.value)
     finally:
         await wrapper.aclose()
+
+
+async def test_an_answer_cut_short_is_closed_with_its_response(
+    ollama_server: FakeOllamaServer,
+) -> None:
+    """The parser reads httpx's `aiter_lines()` of the response (its frame's `self`):
+    close_response closes that response and ends every generator under the lines."""
+    ollama_server.add_text("la " * 200, chunk_size=3)
+    wrapper = await litellm.acompletion(
+        model="ollama_chat/llama3.2",
+        api_base=ollama_server.base_url,
+        messages=[{"role": "user", "content": "Sing"}],
+        stream=True,
+    )
+    raw = litellm_stream.lean_source(wrapper)
+    assert raw is not None
+    lines = raw.streaming_response
+    response = lines.ag_frame.f_locals["self"]
+    assert isinstance(response, httpx.Response)
+    with nothing_left_for_the_loop():
+        async with aclosing(litellm_stream.ollama_stream(raw)) as text:
+            assert await anext(text) == "la "
+        await litellm_stream.close_response(raw)
+    assert response.is_closed
+    assert lines.ag_frame is None  # ended, not left suspended

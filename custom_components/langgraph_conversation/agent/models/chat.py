@@ -4,6 +4,7 @@ closed when cut short), with LiteLLM's token counting paused where nobody reads 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from contextvars import ContextVar
 import logging
 import threading
@@ -22,7 +23,7 @@ from litellm.types.utils import ModelResponseStream
 
 # Imported for its effect: on the LiteLLM version it was written for, Ollama requests
 # carry the tool-call history again (see the module).
-from ..upstream import litellm_ollama, litellm_stream  # noqa: F401
+from ..upstream import litellm_ollama, litellm_stream, openai_stream  # noqa: F401
 from ..upstream.langchain_litellm import PerCallCredentials
 from .access import LEAN_STREAM_PROVIDERS, ModelAccess, ModelSettings, ollama_options, provider_of
 
@@ -59,15 +60,19 @@ class ChatModel(PerCallCredentials):
         mid-stream is mapped by the wrapper's own error handling, so `classify_error` sees
         what it saw before. Other providers take langchain-litellm's path unchanged.
         """
+        # Every generator read here is closed by its reader (aclosing): an answer cut
+        # short would otherwise leave it suspended, for the event loop to close later.
         if self._provider not in LEAN_STREAM_PROVIDERS:
-            async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
-                yield chunk
+            async with aclosing(super()._astream(messages, stop, run_manager, **kwargs)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
             return
-        async for message in self._lean_messages(messages, stop, **kwargs):
-            generation = ChatGenerationChunk(message=message)
-            if run_manager:
-                await run_manager.on_llm_new_token(message.text, chunk=generation)
-            yield generation
+        async with aclosing(self._lean_messages(messages, stop, **kwargs)) as lean:
+            async for message in lean:
+                generation = ChatGenerationChunk(message=message)
+                if run_manager:
+                    await run_manager.on_llm_new_token(message.text, chunk=generation)
+                yield generation
 
     async def _lean_messages(
         self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any
@@ -82,9 +87,13 @@ class ChatModel(PerCallCredentials):
             # tenacity wrapper would add nothing, retries are the graph's (max_retries=0).
             wrapper = await litellm.acompletion(messages=message_dicts, **params)
         raw = litellm_stream.lean_source(wrapper)
+        if raw is None:
+            openai_stream.own(wrapper)
         try:
-            async for message in _wrapped_chunks(wrapper) if raw is None else _ollama_chunks(raw):
-                yield message
+            chunks = _wrapped_chunks(wrapper) if raw is None else _ollama_chunks(raw)
+            async with aclosing(chunks):
+                async for message in chunks:
+                    yield message
         except httpx.TimeoutException:
             raise  # the wrapper passes timeouts on unchanged too
         except Exception as err:
@@ -94,7 +103,7 @@ class ChatModel(PerCallCredentials):
         finally:
             # An answer cut short must not leave its HTTP response open.
             if raw is not None:
-                await _close_stream(litellm_stream.response_of(raw))
+                await litellm_stream.close_response(raw)
             await _close_stream(wrapper)
 
     async def answer_chunks(
@@ -107,20 +116,22 @@ class ChatModel(PerCallCredentials):
         integration listens to them, and the graph merges the answer itself once.
         """
         if self._provider in LEAN_STREAM_PROVIDERS:
-            async for message in self._lean_messages(messages, None, **kwargs):
-                yield message
+            async with aclosing(self._lean_messages(messages, None, **kwargs)) as lean:
+                async for message in lean:
+                    yield message
             return
         opened: list[Any] = []
         _OPEN_STREAMS.set(opened)
         try:
-            async for generation in self._astream(messages, **kwargs):
-                message = generation.message
-                if generation.generation_info:
-                    message.response_metadata = {
-                        **generation.generation_info,
-                        **message.response_metadata,
-                    }
-                yield message
+            async with aclosing(self._astream(messages, **kwargs)) as generations:
+                async for generation in generations:
+                    message = generation.message
+                    if generation.generation_info:
+                        message.response_metadata = {
+                            **generation.generation_info,
+                            **message.response_metadata,
+                        }
+                    yield message
         finally:
             _OPEN_STREAMS.set(None)
             for stream in opened:
@@ -129,8 +140,10 @@ class ChatModel(PerCallCredentials):
     async def acompletion_with_retry(
         self, run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any
     ) -> Any:
-        """LiteLLM's answer, remembered so `answer_chunks` can close its stream."""
+        """LiteLLM's answer, remembered so `answer_chunks` can close its stream, and read
+        so that closing it closes the OpenAI SDK's generators too (upstream/openai_stream.py)."""
         stream = await super().acompletion_with_retry(run_manager=run_manager, **kwargs)
+        openai_stream.own(stream)
         if (opened := _OPEN_STREAMS.get()) is not None:
             opened.append(stream)
         return stream
@@ -172,11 +185,12 @@ async def _wrapped_chunks(wrapper: Any) -> AsyncIterator[AIMessageChunk]:
 
 async def _ollama_chunks(raw: Any) -> AsyncIterator[AIMessageChunk]:
     """Chunks of an Ollama /api/chat stream, as LiteLLM's parser would produce them."""
-    async for item in litellm_stream.ollama_stream(raw):
-        if isinstance(item, str):
-            yield AIMessageChunk(content=item)
-        elif (message := _message_chunk(item)) is not None:
-            yield message
+    async with aclosing(litellm_stream.ollama_stream(raw)) as items:
+        async for item in items:
+            if isinstance(item, str):
+                yield AIMessageChunk(content=item)
+            elif (message := _message_chunk(item)) is not None:
+                yield message
 
 
 def _message_chunk(chunk: Any) -> AIMessageChunk | None:

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ..upstream import stream_ends
+
 # Largest image accepted, from a provider's base64 or from a download (a 4096x4096 PNG
 # of noise is about 50 MB; models make 1-4 megapixel images of a few megabytes).
 MAX_IMAGE_BYTES = 32 * 1024 * 1024
@@ -155,11 +157,17 @@ async def download_image(
                 raise ImageProblem(f"the linked image is larger than {limit} bytes")
             chunks: list[bytes] = []
             size = 0
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > limit:
-                    raise ImageProblem(f"the linked image is larger than {limit} bytes")
-                chunks.append(chunk)
+            body = response.aiter_bytes()
+            try:
+                async for chunk in body:
+                    size += len(chunk)
+                    if size > limit:
+                        raise ImageProblem(f"the linked image is larger than {limit} bytes")
+                    chunks.append(chunk)
+            finally:
+                # A read cut short (too large, too slow) ends httpx's generators here, not
+                # later in tasks of the event loop's (upstream/stream_ends.py).
+                await stream_ends.close_early(response, body)
     except TimeoutError:
         raise ImageProblem(f"the image link did not answer within {timeout:g} s") from None
     except httpx.HTTPError as err:

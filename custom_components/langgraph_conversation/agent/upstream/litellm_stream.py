@@ -12,7 +12,9 @@ but more answer text becomes that text, every other line goes through the parser
 that is not bare JSON is read by the parser's `_string_to_dict_parser`, and its
 `started_reasoning_content` says whether text is inside reasoning. A failure mid-stream
 goes to the wrapper's `_handle_stream_fallback_error`, which raises LiteLLM's mapped
-exception exactly as iterating the wrapper would have.
+exception exactly as iterating the wrapper would have. An answer cut short is closed with
+its response, found as the `self` of the parser's httpx `aiter_lines()` generator
+(`close_response`).
 
 On another version `lean_source` finds nothing (one log line says so) and the answer is
 read through the wrapper, LiteLLM's plain public path.
@@ -24,8 +26,10 @@ from collections.abc import AsyncIterator
 import json
 from typing import Any, NoReturn
 
+import httpx
 from litellm.llms.ollama.chat.transformation import OllamaChatCompletionResponseIterator
 
+from .stream_ends import read_to_end
 from .versions import matches
 
 CHECKED_VERSIONS = frozenset({"1.83.0"})
@@ -47,9 +51,25 @@ def lean_source(wrapper: Any) -> OllamaChatCompletionResponseIterator | None:
     return None
 
 
-def response_of(raw: OllamaChatCompletionResponseIterator) -> Any:
-    """The HTTP response lines the parser reads (to close an answer cut short)."""
-    return getattr(raw, "streaming_response", None)
+async def close_response(raw: OllamaChatCompletionResponseIterator) -> None:
+    """Close the HTTP response of an answer cut short, with every generator it is read through.
+
+    The parser holds only httpx's `aiter_lines()` generator (LiteLLM does not keep the
+    response); the response is that generator's own `self`. Closing the lines alone would
+    leave httpx's inner generators to the event loop (see stream_ends.py): the response is
+    closed first, then the lines are read until the closed connection ends them.
+    """
+    lines = getattr(raw, "streaming_response", None)
+    if lines is None:
+        return
+    frame = getattr(lines, "ag_frame", None)  # None once the lines have ended
+    response = frame.f_locals.get("self") if frame is not None else None
+    if isinstance(response, httpx.Response):
+        await response.aclose()
+        await read_to_end(lines)
+    aclose = getattr(lines, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def raise_mapped(wrapper: Any, err: Exception) -> NoReturn:

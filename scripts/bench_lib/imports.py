@@ -1,0 +1,185 @@
+"""Figure 15: the memory and time each library of the stack adds when imported.
+
+Each step imports one more library on top of the ones before (cumulative, in the order
+below) in a fresh interpreter of the leg, and reports its resident memory after
+gc.collect() and how long its imports took. What a step adds is the difference to the
+step before: Home Assistant core (what a running Home Assistant has loaded before any
+integration's conversation agent: its core, the LLM helper and the conversation
+component), then openai, langchain-core, langgraph (with the SQLite checkpointer our
+threads use), litellm, langchain-litellm, numpy and the integration itself (its package
+and the two platforms a config entry's setup loads). The interpreter alone is step 0.
+
+A library imported by an earlier one costs nothing in its own step (openai's share of
+litellm is counted under openai): the order is the one the issue's figures use. Each step
+runs once per repeat; the median of the repeats is reported (3 in a full run, 1 with
+--quick, about 20 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+import json
+import logging
+from pathlib import Path
+import statistics
+import sys
+from typing import Any
+
+from .context import Bench
+from .report import Row, Stat
+
+_LOGGER = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+MIB = 1024 * 1024
+FIGURE = 15
+STEP_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One more library: its label and the modules importing it means."""
+
+    label: str
+    modules: tuple[str, ...]
+
+
+STEPS = (
+    Step("Python alone", ()),
+    Step(
+        "Home Assistant core",
+        (
+            "homeassistant.core",
+            "homeassistant.helpers.llm",
+            "homeassistant.components.conversation",
+        ),
+    ),
+    Step("openai", ("openai",)),
+    Step(
+        "langchain-core",
+        (
+            "langchain_core.messages",
+            "langchain_core.tools",
+            "langchain_core.runnables",
+            "langchain_core.language_models",
+        ),
+    ),
+    Step("langgraph", ("langgraph.graph", "langgraph.checkpoint.sqlite.aio")),
+    Step("litellm", ("litellm",)),
+    Step("langchain-litellm", ("langchain_litellm",)),
+    Step("numpy", ("numpy",)),
+    Step(
+        "the integration",
+        (
+            "custom_components.langgraph_conversation",
+            "custom_components.langgraph_conversation.conversation",
+            "custom_components.langgraph_conversation.ai_task",
+        ),
+    ),
+)
+
+# Run by `python -c` with the modules as arguments: prints RSS after gc.collect() and the
+# seconds the imports took, as one JSON line.
+_PROBE = """
+import gc, importlib, json, os, sys, time
+started = time.perf_counter()
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+seconds = time.perf_counter() - started
+gc.collect()
+with open(f"/proc/{os.getpid()}/status", encoding="ascii") as status:
+    rss = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+print(json.dumps({"rss": rss, "seconds": seconds}))
+"""
+
+
+async def import_in_fresh_interpreter(modules: tuple[str, ...]) -> dict[str, float]:
+    """RSS (bytes) and import seconds of a fresh interpreter that imported `modules`."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _PROBE,
+        *modules,
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), STEP_TIMEOUT)
+    except BaseException:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        raise
+    if process.returncode != 0:
+        tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"importing {', '.join(modules)} failed: {tail[0]}")
+    return json.loads(stdout.decode().strip().splitlines()[-1])
+
+
+async def measure_steps(repeats: int) -> list[dict[str, Any]]:
+    """Each step's median RSS and import time over `repeats` fresh interpreters."""
+    results: list[dict[str, Any]] = []
+    imported: tuple[str, ...] = ()
+    for step in STEPS:
+        imported += step.modules
+        samples = [await import_in_fresh_interpreter(imported) for _ in range(repeats)]
+        results.append(
+            {
+                "label": step.label,
+                "modules": list(step.modules),
+                "rss_bytes": statistics.median(s["rss"] for s in samples),
+                "seconds": statistics.median(s["seconds"] for s in samples),
+                "samples": samples,
+            }
+        )
+    previous: dict[str, Any] | None = None
+    for result in results:
+        result["added_bytes"] = result["rss_bytes"] - (previous or result)["rss_bytes"]
+        result["added_seconds"] = result["seconds"] - (previous or result)["seconds"]
+        previous = result
+    return results
+
+
+def breakdown_table(steps: list[dict[str, Any]]) -> str:
+    """The figure as its own Markdown table: each step, what it adds, the running total."""
+    lines = [
+        "| figure 15: import step (cumulative) | RSS added | import time added "
+        "| RSS total | import time total |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for step in steps:
+        lines.append(
+            f"| {step['label']} | {step['added_bytes'] / MIB:+.1f} MiB "
+            f"| {step['added_seconds']:+.2f} s | {step['rss_bytes'] / MIB:.1f} MiB "
+            f"| {step['seconds']:.2f} s |"
+        )
+    return "\n".join(lines)
+
+
+def rows(steps: list[dict[str, Any]]) -> list[Row]:
+    """One information row per library in the main table: the RSS it adds (ours column)."""
+    table_rows = []
+    for step in steps[1:]:
+        table_rows.append(
+            Row(
+                figure=FIGURE,
+                name=f"RSS added by importing {step['label']}",
+                unit="MiB",
+                ours=Stat.single(step["added_bytes"] / MIB),
+                core=None,
+                target="",
+                outcome="info",
+                detail=f"{step['added_seconds']:+.2f} s; {step['rss_bytes'] / MIB:.0f} MiB in all",
+                single=True,
+            )
+        )
+    return table_rows
+
+
+async def measure(bench: Bench) -> list[Row]:
+    """Figure 15 (runs no turns: the bench's own Home Assistant only waits meanwhile)."""
+    steps = await measure_steps(1 if bench.settings.quick else 3)
+    bench.raw["imports"] = {"steps": steps, "table": breakdown_table(steps)}
+    return rows(steps)
