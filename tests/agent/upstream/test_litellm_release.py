@@ -42,14 +42,26 @@ def test_litellms_logging_pool_is_replaced_under_every_name() -> None:
 
 
 async def test_an_answer_not_streamed_logs_on_our_pool() -> None:
-    """A non-streamed call (the web search's) hands its success logging to a pool too."""
+    """A non-streamed call (the web search's) hands its success logging to a pool too.
+
+    LiteLLM hands it over only while a synchronous success callback is registered (which
+    depends on what else ran in the process): one is registered here, so the hand-over
+    happens and must reach our pool."""
     LOGGING_POOL.shutdown()
-    response = await litellm.acompletion(
-        model="gpt-4o", messages=[{"role": "user", "content": "Hi"}], mock_response="Hello."
-    )
-    assert response.choices[0].message.content == "Hello."
-    assert LOGGING_POOL._pool is not None
-    LOGGING_POOL.shutdown()
+
+    def callback(*_args: object, **_kwargs: object) -> None:
+        """A synchronous success callback: its presence makes LiteLLM hand over."""
+
+    litellm.success_callback.append(callback)
+    try:
+        response = await litellm.acompletion(
+            model="gpt-4o", messages=[{"role": "user", "content": "Hi"}], mock_response="Hello."
+        )
+        assert response.choices[0].message.content == "Hello."
+        assert LOGGING_POOL._pool is not None
+        LOGGING_POOL.shutdown()
+    finally:
+        litellm.success_callback.remove(callback)
     assert LOGGING_POOL._pool is None
 
 
