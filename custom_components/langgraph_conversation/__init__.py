@@ -16,7 +16,12 @@ from homeassistant.helpers.typing import ConfigType
 # Home Assistant imports this module in its executor, so these heavy imports stay off
 # the event loop.
 from .agent.guard import install_redaction
-from .agent.models import ModelAccess, async_release_shared_clients, provider_of
+from .agent.models import (
+    ModelAccess,
+    async_release_shared_clients,
+    provider_of,
+    resolve_langchain_exports,
+)
 from .agent.runtime import MEMORY_THREADS, AgentRuntime, memory_checkpointer
 from .const import (
     CONF_API_BASE,
@@ -75,6 +80,9 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
     # for the agents' fast, fallback and vision models too (other providers, local models),
     # in the background once Home Assistant has started; a turn before waits (warm_up.py).
     async_start_warm_up(hass, entry, _all_accesses(entry, access))
+    # Building the runtime compiles its graphs, which resolves langchain-core's lazy
+    # exports: imports, so in the executor (the warm-up that did it first now comes later).
+    await hass.async_add_executor_job(resolve_langchain_exports)
     storage = await async_acquire_storage(hass, entry)
     # Critical effects of the agents' tool calls wait for a yes (tools/effects.py).
     entry.async_on_unload(EffectGate.acquire(hass).release_use)
