@@ -16,7 +16,12 @@ from homeassistant.helpers.typing import ConfigType
 # Home Assistant imports this module in its executor, so these heavy imports stay off
 # the event loop.
 from .agent.guard import install_redaction
-from .agent.models import ModelAccess, async_release_shared_clients, provider_of, warm_up
+from .agent.models import (
+    ModelAccess,
+    async_release_shared_clients,
+    provider_of,
+    resolve_langchain_exports,
+)
 from .agent.runtime import MEMORY_THREADS, AgentRuntime, memory_checkpointer
 from .const import (
     CONF_API_BASE,
@@ -30,6 +35,7 @@ from .profile import agent_roles, without_old_ollama_defaults
 from .runtime_entry import LangGraphConfigEntry
 from .services import async_register_services
 from .tools.effects import EffectGate
+from .warm_up import async_start_warm_up
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -70,9 +76,13 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         api_key=entry.data.get(CONF_API_KEY),
         api_base=entry.data.get(CONF_API_BASE),
     )
-    # LiteLLM imports provider modules on its first call; do that off the event loop,
-    # for the agents' fast, fallback and vision models too (other providers, local models).
-    await hass.async_add_executor_job(_warm_up_all, _all_accesses(entry, access))
+    # LiteLLM imports provider modules on its first call; that happens in the executor,
+    # for the agents' fast, fallback and vision models too (other providers, local models),
+    # in the background once Home Assistant has started; a turn before waits (warm_up.py).
+    async_start_warm_up(hass, entry, _all_accesses(entry, access))
+    # Building the runtime compiles its graphs, which resolves langchain-core's lazy
+    # exports: imports, so in the executor (the warm-up that did it first now comes later).
+    await hass.async_add_executor_job(resolve_langchain_exports)
     storage = await async_acquire_storage(hass, entry)
     # Critical effects of the agents' tool calls wait for a yes (tools/effects.py).
     entry.async_on_unload(EffectGate.acquire(hass).release_use)
@@ -95,7 +105,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) ->
         on_storage_error=partial(report_threads_failure, hass),
     )
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
-    # Now every module (the platforms', the providers' the warm-up loaded) has its logger.
+    # Now every module of the platforms has its logger (the warm-up's get it when it ends).
     install_redaction()
     entry.async_on_unload(entry.add_update_listener(_async_reload))
     entry.async_on_unload(
@@ -115,11 +125,6 @@ def _all_accesses(entry: LangGraphConfigEntry, access: ModelAccess) -> list[Mode
             if role and role not in accesses
         ]
     return accesses
-
-
-def _warm_up_all(accesses: list[ModelAccess]) -> None:
-    for access in accesses:
-        warm_up(access)
 
 
 async def _async_stop(hass: HomeAssistant, event: Event) -> None:

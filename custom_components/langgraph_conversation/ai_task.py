@@ -30,6 +30,7 @@ from .task_assembly import (
     structure_check,
     task_image_models,
 )
+from .warm_up import async_wait_warm_up
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
         chat_log: conversation.ChatLog,
     ) -> ai_task.GenDataTaskResult:
         """Run the task: one model call, plus one retry when structured data is invalid."""
+        # A task before the entry's warm-up ended waits for it (warm_up.py).
+        await async_wait_warm_up(self.hass, self.entry)
         runtime = self.entry.runtime_data
         options = self.subentry.data
         request = await assemble_task(self.hass, runtime.access, options, task, chat_log)
@@ -97,6 +100,7 @@ class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
         chat_log: conversation.ChatLog,
     ) -> ai_task.GenImageTaskResult:
         """Make the image with the image model (its retries, then its fallback)."""
+        await async_wait_warm_up(self.hass, self.entry)
         runtime = self.entry.runtime_data
         request = await assemble_image_task(
             self.hass, runtime.access, self.subentry.data, task, chat_log

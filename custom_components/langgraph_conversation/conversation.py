@@ -27,6 +27,7 @@ from .tools.effects import EffectGate
 from .tools.ha_llm_api import registered_apis
 from .tools.web_search import with_sources
 from .turn_assembly import assemble_turn, clean_request, web_search_access
+from .warm_up import async_wait_warm_up
 from .window_issue import clear_window_issue
 
 _LOGGER = logging.getLogger(__name__)
@@ -101,6 +102,9 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         chat_log: conversation.ChatLog,
     ) -> conversation.ConversationResult:
         """Run one turn of the agent and stream it into the ChatLog."""
+        # A turn before the entry's warm-up ended waits for it: LiteLLM's first-call imports
+        # stay in the executor, and run once.
+        await async_wait_warm_up(self.hass, self.entry)
         # The turn's tools act under a Context of their own (the person's user id, so the
         # logbook still says who): the effect gate holds exactly this turn's effects.
         turn_context = Context(user_id=user_input.context.user_id, parent_id=user_input.context.id)

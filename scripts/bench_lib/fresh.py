@@ -199,6 +199,35 @@ def setup_rows(
                 outcome=judged(None if ours is None else ours.p50 <= STALL_TARGET_MS),
             )
         )
+
+    # A cold start as a person meets it: from the setup's start to the first text turn's
+    # answer (the setup leaves LiteLLM's warm-up to the background; that turn waits for it).
+    def cold(agent: str) -> list[dict[str, Any]]:
+        return [r for r in results[agent] if "cold_turn_wall_ms" in r]
+
+    def first_answer(agent: str) -> Stat | None:
+        return Stat.of([r["setup_s"] + r["cold_turn_wall_ms"][0] / 1000 for r in cold(agent)])
+
+    def first_turn(agent: str) -> Stat | None:
+        return Stat.of([r["cold_turn_wall_ms"][0] for r in cold(agent)])
+
+    for name, unit, measure in (
+        ("first text turn after a cold start (its own wall time)", "ms", first_turn),
+        ("setup start to the first text turn's answer, fresh process", "s", first_answer),
+    ):
+        ours, core = measure("ours"), measure("core")
+        rows.append(
+            Row(
+                figure=3,
+                name=name,
+                unit=unit,
+                ours=ours,
+                core=core,
+                ratio=ratio_of(ours, core),
+                target="",
+                outcome="info",
+            )
+        )
     ours, core = stat("ours", "blocking_reports_total"), stat("core", "blocking_reports_total")
     rows.append(
         Row(

@@ -29,7 +29,13 @@ from .images import (
     generate_image,
     image_models,
 )
-from .lifecycle import async_check_access, async_release_shared_clients, warm_up, warm_up_once
+from .lifecycle import (
+    async_check_access,
+    async_release_shared_clients,
+    resolve_langchain_exports,
+    warm_up,
+    warm_up_once,
+)
 from .model_call import stream_with_fallback
 from .ollama import bounded_settings, forget_model_windows, window_of
 from .one_shot import InvalidAnswer, TaskRequest, model_capabilities, run_task
@@ -76,6 +82,7 @@ __all__ = [
     "looking_model",
     "model_capabilities",
     "provider_of",
+    "resolve_langchain_exports",
     "role_access",
     "run_task",
     "search_web",

@@ -81,11 +81,7 @@ def warm_up(access: ModelAccess) -> None:
     # LiteLLM's lazy module attributes, resolved here once instead of on the loop at the
     # first failure (upstream/litellm_lazy.py).
     litellm_lazy.resolve_lazy_attributes(litellm_lazy.TOKENIZER_ATTRIBUTES if lean else ())
-    # langchain-core does the same for its packages' attributes (binding tools imports
-    # langchain_core.tools.simple on first use); resolve those too.
-    for package in (lc_tools, lc_messages, lc_function_calling):
-        for name in getattr(package, "__all__", ()):
-            getattr(package, name)
+    resolve_langchain_exports()
     build_chat_model(access, ModelSettings()).bind_tools([_WARM_UP_TOOL])
     # openai 3.26 (Home Assistant 2026.11's pin) imports its API resources lazily: the
     # client's first request resolves `from .resources.chat import AsyncChat` through the
@@ -98,6 +94,16 @@ def warm_up(access: ModelAccess) -> None:
     # What the (first) warm-up imported lives as long as the process too.
     heap.freeze_after_first_warm_up()
     _WARMED_PROVIDERS.add(provider_of(access.model))
+
+
+def resolve_langchain_exports() -> None:
+    """Import what langchain-core's packages import lazily on first use (blocking: run it
+    in the executor): binding tools imports langchain_core.tools.simple, compiling a graph
+    langchain_core.messages.tool. The setup runs it before it builds the runtime's graphs,
+    the warm-up (which the setup leaves to the background) again."""
+    for package in (lc_tools, lc_messages, lc_function_calling):
+        for name in getattr(package, "__all__", ()):
+            getattr(package, name)
 
 
 # Providers whose first-call imports this process has done (warm_up).
