@@ -42,6 +42,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 import json
 import logging
 import math
@@ -71,6 +72,7 @@ import numpy as np
 from ..backend import EmbedFunc
 from ..ranking import Scores, hybrid_scores
 from .database import SqliteDatabase, is_file_fault
+from .search_cache import SearchCache
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -204,6 +206,9 @@ class SqliteStore(BaseStore):
         # Recent query vectors: one turn searches a person's and the household's memories
         # with the same words, and should ask the embedding model once.
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        # Word counts and vectors that searches reuse until a write changes them; used
+        # only on the file's thread.
+        self._search_cache = SearchCache()
         self.configure_embeddings(embed, embedding_model, dims=dims)
 
     @classmethod
@@ -287,6 +292,8 @@ class SqliteStore(BaseStore):
         now = time.time()
 
         def write(conn: sqlite3.Connection) -> tuple[list[Result], dict[str, int]]:
+            if not reads_only:
+                self._search_cache.invalidate()
             results = [
                 self._run(conn, op, plans.get(index), vectors.get(index), model, now)
                 for index, op in enumerate(ops)
@@ -334,13 +341,14 @@ class SqliteStore(BaseStore):
     async def asweep_expired(self) -> int:
         """Delete expired items (with their search rows and vectors); return how many."""
         now = time.time()
-        return await self._database.write(
-            lambda conn: (
-                conn.execute(
-                    "DELETE FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
-                ).rowcount
-            )
-        )
+
+        def sweep(conn: sqlite3.Connection) -> int:
+            self._search_cache.invalidate()
+            return conn.execute(
+                "DELETE FROM items WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
+            ).rowcount
+
+        return await self._database.write(sweep)
 
     async def stats(self) -> dict[str, Any]:
         """Counts and sizes for diagnostics; never any contents."""
@@ -489,14 +497,17 @@ class SqliteStore(BaseStore):
                 (item_id, vector.tobytes(), model, item_id, text)
                 for (item_id, text), vector in zip(rows, vectors, strict=True)
             ]
-            await self._database.write(
-                lambda conn, stored=stored: conn.executemany(
+
+            def store_vectors(conn: sqlite3.Connection, stored: list[tuple] = stored) -> None:
+                self._search_cache.invalidate()
+                conn.executemany(
                     "INSERT OR REPLACE INTO item_vectors (item_id, embedding, model)"
                     " SELECT ?, ?, ? WHERE EXISTS"
                     " (SELECT 1 FROM item_search WHERE rowid = ? AND text = ?)",
                     stored,
                 )
-            )
+
+            await self._database.write(store_vectors)
             done += len(rows)
         return done
 
@@ -527,7 +538,7 @@ class SqliteStore(BaseStore):
             case GetOp():
                 return _get(conn, op, now, touch=touch)
             case SearchOp():
-                return _search(conn, op, vector, model, now, touch=touch)
+                return _search(conn, op, vector, model, now, touch=touch, cache=self._search_cache)
             case ListNamespacesOp():
                 return _list_namespaces(conn, op, now)
             case PutOp() if plan is None:
@@ -643,13 +654,14 @@ def _search(
     now: float,
     *,
     touch: bool = True,
+    cache: SearchCache,
 ) -> list[SearchItem]:
     scope, scope_params = _search_scope(op, now)
     terms = _query_terms(op.query or "")
-    match_expression = _match_expression(conn, terms) if terms else None
+    match_expression = _match_expression(cache.term_counts(conn, terms), terms) if terms else None
     if query_vector is not None:
         ranked = _hybrid_search(
-            conn, op, scope, scope_params, match_expression, query_vector, model
+            conn, op, scope, scope_params, match_expression, query_vector, model, cache
         )
     elif match_expression:
         ranked = _scored_rows(
@@ -688,6 +700,7 @@ def _hybrid_search(
     match_expression: str | None,
     query_vector: np.ndarray,
     model: str,
+    cache: SearchCache,
 ) -> _Ranked:
     """Rank every candidate in scope by the hybrid score (module docstring), then page."""
     lexical_rows: list[sqlite3.Row] = []
@@ -697,15 +710,9 @@ def _hybrid_search(
             f" JOIN items AS i ON i.id = item_search.rowid WHERE item_search MATCH ? AND {scope}",
             [match_expression, *scope_params],
         ).fetchall()
-    # Only the current model's vectors are comparable with the query's (the size check
-    # guards against a model that changed its output size under the same name).
-    vector_rows = conn.execute(
-        "SELECT v.item_id, v.embedding FROM item_vectors AS v JOIN items AS i ON i.id = v.item_id"
-        f" WHERE v.model = ? AND length(v.embedding) = ? AND {scope}",
-        [model, query_vector.nbytes, *scope_params],
-    ).fetchall()
     ids, scores = hybrid_scores(
-        _lexical_scores(lexical_rows), _cosine_similarities(query_vector, vector_rows)
+        _lexical_scores(lexical_rows),
+        _cosine_similarities(conn, scope, scope_params, query_vector, model, cache),
     )
     # Best first; equal scores put the more recently created item (higher id) first.
     order = np.lexsort((-ids, -scores))[op.offset : op.offset + op.limit]
@@ -726,8 +733,44 @@ def _lexical_scores(rows: list[sqlite3.Row]) -> Scores:
     return ids, np.fromiter((row[1] for row in rows), dtype=np.float64, count=len(rows))
 
 
-def _cosine_similarities(query_vector: np.ndarray, rows: list[sqlite3.Row]) -> Scores:
-    """Cosine similarity per item; both sides are unit vectors, so it is a dot product."""
+def _cosine_similarities(
+    conn: sqlite3.Connection,
+    scope: str,
+    scope_params: list[Any],
+    query_vector: np.ndarray,
+    model: str,
+    cache: SearchCache,
+) -> Scores:
+    """Cosine similarity per item in scope; both sides are unit vectors: a dot product.
+
+    Only the current model's vectors are comparable with the query's (the size check
+    guards against a model that changed its output size under the same name). SQL picks
+    the items in scope; their vectors come from the cache when it holds them all.
+    """
+    vectors = cache.vectors(conn, model, query_vector.nbytes)
+    if vectors is not None:
+        # Straight from the cursor: no list of 10,000 one-element rows in between.
+        ids = np.fromiter(
+            chain.from_iterable(
+                conn.execute(
+                    "SELECT v.item_id FROM item_vectors AS v JOIN items AS i ON i.id = v.item_id"
+                    f" WHERE v.model = ? AND length(v.embedding) = ? AND {scope}",
+                    [model, query_vector.nbytes, *scope_params],
+                )
+            ),
+            dtype=np.int64,
+        )
+        if not ids.size:
+            return ids, np.zeros(0)
+        matrix = vectors.rows_of(ids)
+        if matrix is not None:
+            return ids, matrix @ query_vector
+        cache.invalidate()  # cannot happen while writes invalidate; read the file instead
+    rows = conn.execute(
+        "SELECT v.item_id, v.embedding FROM item_vectors AS v JOIN items AS i ON i.id = v.item_id"
+        f" WHERE v.model = ? AND length(v.embedding) = ? AND {scope}",
+        [model, query_vector.nbytes, *scope_params],
+    ).fetchall()
     ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
     if not rows:
         return ids, np.zeros(0)
@@ -848,19 +891,15 @@ def _query_terms(query: str) -> list[str]:
     return [f'"{word}"' for word in list(words)[:_MAX_QUERY_TERMS]]
 
 
-def _match_expression(conn: sqlite3.Connection, terms: list[str]) -> str | None:
+def _match_expression(counts: list[int], terms: list[str]) -> str | None:
     """The FTS5 expression for a search: the terms that occur, within _MAX_SCORED_ROWS.
+
+    `counts` says how many items contain each term (SearchCache.term_counts).
 
     Terms are OR-ed: BM25 ranks items matching more (and rarer) words first, while a memory
     that shares only some words with a spoken question is still found. None when no term
     occurs in any item.
     """
-    counts = _fetch_row(
-        conn,
-        "SELECT "
-        + ", ".join(["(SELECT COUNT(*) FROM item_search WHERE item_search MATCH ?)"] * len(terms)),
-        terms,
-    )
     kept: list[str] = []
     rows = 0
     for count, term in sorted(zip(counts, terms, strict=True)):
