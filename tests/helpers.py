@@ -184,3 +184,29 @@ def form_fields(schema: vol.Schema) -> dict[str, Any]:
         else:
             fields[str(marker)] = marker
     return fields
+
+
+async def converse(
+    hass: HomeAssistant,
+    entry: MockConfigEntry,
+    text: str,
+    conversation_id: str | None = None,
+    *,
+    context: Context | None = None,
+    user_id: str | None = None,
+    device_id: str | None = None,
+    language: str | None = None,
+) -> conversation.ConversationResult:
+    """One turn through Home Assistant's conversation API, to the entry's first agent, as
+    `context` (else one of `user_id`), from `device_id`, in `language`."""
+    from .conftest import agent_entity_id
+
+    return await conversation.async_converse(
+        hass,
+        text,
+        conversation_id,
+        context or Context(user_id=user_id),
+        language=language,
+        agent_id=agent_entity_id(hass, entry),
+        device_id=device_id,
+    )

@@ -28,13 +28,12 @@ from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.const import EVENT_CALL_SERVICE
-from homeassistant.core import Context, Event, HomeAssistant, callback
+from homeassistant.core import Event, HomeAssistant, callback
 from homeassistant.helpers import intent
 from homeassistant.helpers.translation import async_get_translations
 from homeassistant.setup import async_setup_component
 
-from .conftest import agent_entity_id
-from .helpers import assist_api, messages_of, text_of
+from .helpers import assist_api, converse, messages_of, text_of
 
 TRANSLATIONS = Path(__file__).parents[1] / "custom_components/langgraph_conversation/translations"
 
@@ -183,14 +182,8 @@ async def _converse(
     conversation_id: str | None = None,
     device_id: str | None = None,
 ) -> conversation.ConversationResult:
-    return await conversation.async_converse(
-        hass,
-        text,
-        conversation_id,
-        Context(),
-        language=language,
-        agent_id=agent_entity_id(hass, entry),
-        device_id=device_id,
+    return await converse(
+        hass, entry, text, conversation_id, language=language, device_id=device_id
     )
 
 

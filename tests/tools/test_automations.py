@@ -58,8 +58,8 @@ from homeassistant.helpers.sun import get_astral_event_next
 from homeassistant.setup import async_setup_component
 from homeassistant.util import dt as dt_util
 
-from ..conftest import add_test_entry, agent_entity_id
-from ..helpers import messages_of, text_of
+from ..conftest import add_test_entry
+from ..helpers import converse, messages_of, text_of
 
 SEED = 2027
 AUTOMATION_AGENT = {CONF_AUTOMATIONS: True}
@@ -155,25 +155,6 @@ async def file_text(hass: HomeAssistant) -> str | None:
 
 def automation_entities(hass: HomeAssistant) -> list[str]:
     return sorted(hass.states.async_entity_ids("automation"))
-
-
-async def converse(
-    hass: HomeAssistant,
-    entry: MockConfigEntry,
-    text: str,
-    conversation_id: str | None = None,
-    *,
-    user_id: str | None = None,
-    device_id: str | None = None,
-) -> conversation.ConversationResult:
-    return await conversation.async_converse(
-        hass,
-        text,
-        conversation_id,
-        Context(user_id=user_id),
-        agent_id=agent_entity_id(hass, entry),
-        device_id=device_id,
-    )
 
 
 def speech(result: conversation.ConversationResult) -> str:

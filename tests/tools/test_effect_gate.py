@@ -37,8 +37,7 @@ from homeassistant.core import Context, Event, HomeAssistant, ServiceRegistry, c
 from homeassistant.helpers import area_registry as ar, entity_registry as er, floor_registry as fr
 from homeassistant.setup import async_setup_component
 
-from ..conftest import agent_entity_id
-from ..helpers import assist_api, messages_of, text_of
+from ..helpers import assist_api, converse, messages_of, text_of
 
 MARKED = ["switch.kettle", "button.door_release", "script.party_mode", "light.porch_light"]
 
@@ -277,25 +276,6 @@ def generated_cases(tool_names: list[str]) -> list[tuple[str, dict[str, Any]]]:
     return cases
 
 
-async def _converse(
-    hass: HomeAssistant,
-    entry: MockConfigEntry,
-    text: str,
-    conversation_id: str | None,
-    *,
-    context: Context | None = None,
-    device_id: str | None = None,
-) -> conversation.ConversationResult:
-    return await conversation.async_converse(
-        hass,
-        text,
-        conversation_id,
-        context or Context(),
-        agent_id=agent_entity_id(hass, entry),
-        device_id=device_id,
-    )
-
-
 async def _asked_to_unlock(
     hass: HomeAssistant, entry: MockConfigEntry, server: FakeOpenAIServer
 ) -> tuple[Recorder, conversation.ConversationResult]:
@@ -304,6 +284,9 @@ async def _asked_to_unlock(
     tool = next(t.name for t in (await assist_api(hass)).tools if t.name.endswith("HassTurnOff"))
     server.add_tool_calls([ToolCall(tool, {"name": "Front Door"})])
     return recorder, await _converse(hass, entry, "Unlock the front door", None)
+
+
+_converse = converse
 
 
 def _speech(result: conversation.ConversationResult) -> str:

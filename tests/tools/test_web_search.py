@@ -16,7 +16,7 @@ import random
 from typing import Any
 
 import pytest
-from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
+from pytest_homeassistant_custom_component.common import async_mock_service
 
 from custom_components.langgraph_conversation.agent.models import web_search
 from custom_components.langgraph_conversation.config_flow import DEFAULT_AGENT_OPTIONS
@@ -46,8 +46,8 @@ from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.setup import async_setup_component
 from scripts.develop_lib.config import OFFLINE_AGENT_OPTIONS as OFFLINE_AGENT
 
-from ..conftest import add_test_entry, agent_entity_id
-from ..helpers import assist_tool_name, form_fields, messages_of, text_of
+from ..conftest import add_test_entry
+from ..helpers import assist_tool_name, converse, form_fields, messages_of, text_of
 
 SEED = 2712
 SEARCH_KEY = "search-key-9f8e7d6c5b4a"
@@ -92,24 +92,6 @@ async def set_up(hass: HomeAssistant, openai_server: FakeOpenAIServer, options: 
     return entry
 
 
-async def ask(
-    hass: HomeAssistant,
-    entry: MockConfigEntry,
-    text: str,
-    *,
-    conversation_id: str | None = None,
-    device_id: str | None = None,
-) -> conversation.ConversationResult:
-    return await conversation.async_converse(
-        hass,
-        text,
-        conversation_id,
-        Context(),
-        agent_id=agent_entity_id(hass, entry),
-        device_id=device_id,
-    )
-
-
 def speech(result: conversation.ConversationResult) -> str:
     return result.response.speech["plain"]["speech"]
 
@@ -149,7 +131,7 @@ async def test_each_providers_search_answers_with_its_sources(
     search_server.add_answer("The Saturday market opens at 9 am and closes at 2 pm.", SOURCES)
     openai_server.add_tool_calls([ToolCall(SEARCH_TOOL, {"query": question})])
     openai_server.add_text("It opens at nine and closes at two.")
-    result = await ask(hass, entry, question)
+    result = await converse(hass, entry, question)
 
     (body,) = search_server.requests
     assert search_asked(body), body
@@ -201,7 +183,7 @@ async def test_with_the_option_off_nothing_asks_for_a_search(
         if rng.random() < 0.5:
             openai_server.add_tool_calls([ToolCall(SEARCH_TOOL, {"query": f"news {turn}"})])
         openai_server.add_text(f"Answer {turn}.")
-        result = await ask(hass, entry, f"What is new today? {turn}")
+        result = await converse(hass, entry, f"What is new today? {turn}")
         assert speech(result) == f"Answer {turn}."
         assert "Sources:" not in speech(result)
     assert openai_server.requests
@@ -228,7 +210,9 @@ async def test_a_spoken_answer_gets_titles_and_no_links(
     )
     openai_server.add_tool_calls([ToolCall(SEARCH_TOOL, {"query": "market hours"})])
     openai_server.add_text("It opens at nine, says the city's site.")
-    result = await ask(hass, entry, "When does the market open?", device_id="satellite-kitchen")
+    result = await converse(
+        hass, entry, "When does the market open?", device_id="satellite-kitchen"
+    )
     assert speech(result) == "It opens at nine, says the city's site."
     read = tool_result(openai_server.requests[1])
     read = read.get("result", read)
@@ -278,7 +262,7 @@ async def test_a_page_that_says_unlock_unlocks_nothing(
             [ToolCall(turn_off, {"name": "Front Door", "domain": ["lock"]})]
         )
         start = len(openai_server.requests)
-        result = await ask(hass, entry, f"Any news about my door? {index}")
+        result = await converse(hass, entry, f"Any news about my door? {index}")
         # The unlock waits for a yes that never comes.
         assert "unlock Front Door" in speech(result), speech(result)
         raw = text_of(messages_of(openai_server.requests[start + 1], "tool")[-1])
@@ -319,7 +303,7 @@ async def test_a_failed_search_is_a_tool_error_and_nothing_is_lost(
         search_server.add_answer("Too late.", SOURCES, delay=4)
     openai_server.add_tool_calls([ToolCall(SEARCH_TOOL, {"query": "weather in Example"})])
     openai_server.add_text("I could not search the web just now.")
-    first = await ask(hass, entry, "Search the weather in Example", conversation_id="c-1")
+    first = await converse(hass, entry, "Search the weather in Example", conversation_id="c-1")
     assert speech(first) == "I could not search the web just now."
     error = tool_result(openai_server.requests[1])
     error = error.get("result", error)
@@ -330,7 +314,7 @@ async def test_a_failed_search_is_a_tool_error_and_nothing_is_lost(
     assert len(search_server.requests) == (2 if failure == "server_error" else 1)
 
     openai_server.add_text("Anything else?")
-    second = await ask(hass, entry, "Thanks", conversation_id=first.conversation_id)
+    second = await converse(hass, entry, "Thanks", conversation_id=first.conversation_id)
     assert speech(second) == "Anything else?"
     history = json.dumps(openai_server.requests[-1]["messages"])
     assert "Search the weather in Example" in history
@@ -381,7 +365,7 @@ async def test_without_a_model_that_searches_the_tool_is_not_offered(
         start = len(openai_server.requests)
         openai_server.add_tool_calls([ToolCall(SEARCH_TOOL, {"query": "news"})])
         openai_server.add_text("I cannot search.")
-        assert speech(await ask(hass, entry, "News?")) == "I cannot search."
+        assert speech(await converse(hass, entry, "News?")) == "I cannot search."
         sent = openai_server.requests[start:]
         assert SEARCH_TOOL not in tool_names(sent[0])
         assert tool_result(sent[1])["error"] == "unknown_tool"
@@ -444,7 +428,7 @@ async def test_the_form_says_whether_the_agents_model_searches(
     search_server.add_answer("Open until six.", SOURCES[:1])
     openai_server.add_tool_calls([ToolCall(SEARCH_TOOL, {"query": "bakery hours"})])
     openai_server.add_text("Until six.")
-    result = await ask(hass, entry, "How long is the bakery open?")
+    result = await converse(hass, entry, "How long is the bakery open?")
     title, url = SOURCES[0]
     assert speech(result) == f"Until six.\n\nSources: [{title}]({url})"
     assert len(search_server.requests) == 1
@@ -466,13 +450,13 @@ async def test_sources_the_answer_links_already_are_not_repeated(
         ]
     )
     openai_server.add_text(f"From nine to two (see {first_url}).")
-    result = await ask(hass, entry, "Market hours?")
+    result = await converse(hass, entry, "Market hours?")
     assert speech(result) == (
         f"From nine to two (see {first_url}).\n\nSources: [{second_title}]({second_url})"
     )
     assert first_title not in speech(result)
     openai_server.add_text("Hello again.")
-    assert speech(await ask(hass, entry, "Hi")) == "Hello again."
+    assert speech(await converse(hass, entry, "Hi")) == "Hello again."
 
 
 async def test_the_offline_stand_in_answers_a_web_question(
@@ -488,7 +472,7 @@ async def test_the_offline_stand_in_answers_a_web_question(
         assert await async_setup_component(hass, "conversation", {})
         assert await hass.config_entries.async_setup(entry.entry_id)
         await hass.async_block_till_done()
-        result = await ask(hass, entry, "Search the web for the next Home Assistant release")
+        result = await converse(hass, entry, "Search the web for the next Home Assistant release")
         searches = [r for r in server.requests if search_asked(r)]
         await hass.config_entries.async_unload(entry.entry_id)
     title, url = WEB_SOURCE
