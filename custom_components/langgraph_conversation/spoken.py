@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 import functools
 from pathlib import Path
+import re
 
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
@@ -90,17 +91,22 @@ def resolve_language(requested: str | None, server: str | None, shipped: Iterabl
     return ENGLISH
 
 
+# A BCP 47 language tag as requests carry them ("de", "pt-BR", "zh-Hans", "de_CH"): a
+# language, then short subtags of letters and digits.
+_LANGUAGE_TAG = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8}){0,3}")
+
+
 def language_line(requested: str | None) -> str | None:
     """The prompt's line asking for answers in the request's language, or None in English.
 
     The model usually answers in the language it was spoken to, but not always where the
     request does not show it: a short "OK", a name, a request from an automation, tool
     results in English. A few tokens say it for every other language; English, every
-    model's default, costs none.
+    model's default, costs none. The language comes with the request (any API caller may
+    send any text there), so only a language tag is written into the prompt, never text.
     """
-    if not isinstance(requested, str) or not requested.strip():
+    if not isinstance(requested, str) or not _LANGUAGE_TAG.fullmatch(tag := requested.strip()):
         return None
-    tag = requested.strip()
     if tag.replace("_", "-").split("-", 1)[0].casefold() == ENGLISH:
         return None
     return f"Answer in the language of the request ({tag})."
