@@ -329,7 +329,7 @@ async def test_assistant_search_knowledge_injection_still_needs_confirmation(
     assert hass.states.get("lock.front_door").state == "locked"
     result = json.loads(text_of(messages_of(openai_server.requests[-1], "tool")[-1]))
     assert result["error"] == "not_confirmed"
-    thread = await setup_integration.runtime_data.messages(
+    thread = await setup_integration.runtime_data.runtime.messages(
         f"{next(iter(setup_integration.subentries))}:{asked.conversation_id}"
     )
     _assert_key_nowhere(

@@ -12,17 +12,9 @@ from homeassistant.core import Event, HomeAssistant
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers.typing import ConfigType
 
-# Importing the agent package sets LiteLLM's environment switches before LiteLLM loads.
-# Home Assistant imports this module in its executor, so these heavy imports stay off
-# the event loop.
-from .agent.guard import install_redaction
-from .agent.models import (
-    ModelAccess,
-    async_release_shared_clients,
-    provider_of,
-    resolve_langchain_exports,
-)
-from .agent.runtime import MEMORY_THREADS, AgentRuntime, memory_checkpointer
+# Nothing here imports the agent's libraries (LiteLLM, LangGraph, the OpenAI SDK): the
+# entry's stack loads them in the background once Home Assistant has started (stack.py).
+from .agent.models import ModelAccess, provider_of
 from .const import (
     CONF_API_BASE,
     CONF_API_KEY,
@@ -30,12 +22,10 @@ from .const import (
     DOMAIN,
     SUBENTRY_CONVERSATION,
 )
-from .persistence import async_acquire_storage, async_release_storage, report_threads_failure
 from .profile import agent_roles, without_old_ollama_defaults
 from .runtime_entry import LangGraphConfigEntry
 from .services import async_register_services
-from .tools.effects import EffectGate
-from .warm_up import async_start_warm_up
+from .stack import EntryStack, async_start_stack, library_loaded
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -70,43 +60,21 @@ async def async_migrate_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) 
 
 
 async def async_setup_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) -> bool:
-    """Build the runtime for one model access entry and its agents."""
+    """Create the entry's agents; their stack is built in the background (stack.py).
+
+    The entities exist at once (Home Assistant lists them, the forms work); a turn that
+    arrives before the build has ended waits for it.
+    """
     access = ModelAccess(
         model=entry.data[CONF_MODEL],
         api_key=entry.data.get(CONF_API_KEY),
         api_base=entry.data.get(CONF_API_BASE),
     )
-    # LiteLLM imports provider modules on its first call; that happens in the executor,
-    # for the agents' fast, fallback and vision models too (other providers, local models),
-    # in the background once Home Assistant has started; a turn before waits (warm_up.py).
-    async_start_warm_up(hass, entry, _all_accesses(entry, access))
-    # Building the runtime compiles its graphs, which resolves langchain-core's lazy
-    # exports: imports, so in the executor (the warm-up that did it first now comes later).
-    await hass.async_add_executor_job(resolve_langchain_exports)
-    storage = await async_acquire_storage(hass, entry)
-    # Critical effects of the agents' tool calls wait for a yes (tools/effects.py).
-    entry.async_on_unload(EffectGate.acquire(hass).release_use)
-    # The storage's parts heal (storage/healing/): while a database is down they go on in
-    # memory by themselves and write back when it works again.
-    checkpointer = storage.threads
-    if checkpointer is None:
-        # Nothing holds the conversations (the storage is closing): memory, bounded.
-        checkpointer, max_threads = memory_checkpointer(), MEMORY_THREADS
-    else:
-        max_threads = None
-    entry.runtime_data = AgentRuntime(
-        access,
-        checkpointer,
-        store=storage.memory,
-        max_threads=max_threads,
-        links=storage.links,
-        ratings=storage.ratings,
-        storage_errors=storage.errors,
-        on_storage_error=partial(report_threads_failure, hass),
-    )
+    # LiteLLM imports provider modules on its first call: the build warms up the agents'
+    # fast, fallback and vision models too (other providers, local models).
+    entry.runtime_data = EntryStack(hass, entry, access, _all_accesses(entry, access))
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
-    # Now every module of the platforms has its logger (the warm-up's get it when it ends).
-    install_redaction()
+    async_start_stack(hass, entry)
     entry.async_on_unload(entry.add_update_listener(_async_reload))
     entry.async_on_unload(
         hass.bus.async_listen_once(EVENT_HOMEASSISTANT_STOP, partial(_async_stop, hass))
@@ -137,7 +105,7 @@ async def _async_stop(hass: HomeAssistant, event: Event) -> None:
     await asyncio.gather(
         *(entry.runtime_data.aclose() for entry in hass.config_entries.async_loaded_entries(DOMAIN))
     )
-    await async_release_shared_clients()
+    await _async_release_shared_clients()
 
 
 async def _async_reload(hass: HomeAssistant, entry: LangGraphConfigEntry) -> None:
@@ -156,11 +124,20 @@ async def async_unload_entry(hass: HomeAssistant, entry: LangGraphConfigEntry) -
     # Turns still running end (or are cancelled), and memory extraction finishes, while
     # the files are open.
     await entry.runtime_data.aclose()
-    await async_release_storage(hass, entry)
+    await entry.runtime_data.async_release_storage()
     others_loaded = any(
         other.entry_id != entry.entry_id and other.state is ConfigEntryState.LOADED
         for other in hass.config_entries.async_entries(DOMAIN)
     )
     if not others_loaded:
-        await async_release_shared_clients()
+        await _async_release_shared_clients()
     return True
+
+
+async def _async_release_shared_clients() -> None:
+    """Close LiteLLM's shared clients, if this process has loaded LiteLLM at all."""
+    if not library_loaded():
+        return
+    from .agent.models import async_release_shared_clients  # loaded by the stack
+
+    await async_release_shared_clients()

@@ -11,6 +11,7 @@ Assistant's AI Task stores the image in its media source and returns its URL.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from homeassistant.components import ai_task, conversation
 from homeassistant.config_entries import ConfigSubentry
@@ -19,18 +20,13 @@ from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.httpx_client import get_async_client
 
-from .activity import ActivityReporter
-from .agent.models import InvalidAnswer, generate_image, run_task
 from .const import CONF_ACTIVITY_CONTENTS, DOMAIN, SUBENTRY_AI_TASK
 from .entity import SubentryEntity, add_subentry_entities
+from .profile import offers_images
 from .runtime_entry import LangGraphConfigEntry
-from .task_assembly import (
-    assemble_image_task,
-    assemble_task,
-    structure_check,
-    task_image_models,
-)
-from .warm_up import async_wait_warm_up
+
+if TYPE_CHECKING:
+    from .activity import ActivityReporter
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -59,7 +55,7 @@ class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
             ai_task.AITaskEntityFeature.GENERATE_DATA
             | ai_task.AITaskEntityFeature.SUPPORT_ATTACHMENTS
         )
-        if task_image_models(entry.runtime_data.access, subentry.data) is not None:
+        if offers_images(entry.runtime_data.access, subentry.data):
             features |= ai_task.AITaskEntityFeature.GENERATE_IMAGE
         self._attr_supported_features = features
 
@@ -69,9 +65,12 @@ class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
         chat_log: conversation.ChatLog,
     ) -> ai_task.GenDataTaskResult:
         """Run the task: one model call, plus one retry when structured data is invalid."""
-        # A task before the entry's warm-up ended waits for it (warm_up.py).
-        await async_wait_warm_up(self.hass, self.entry)
-        runtime = self.entry.runtime_data
+        # A task before the entry's stack is built waits for it (stack.py).
+        runtime = await self.entry.runtime_data.async_runtime()
+        # Loaded with the stack: these imports only look them up.
+        from .agent.models import InvalidAnswer, run_task
+        from .task_assembly import assemble_task, structure_check
+
         options = self.subentry.data
         request = await assemble_task(self.hass, runtime.access, options, task, chat_log)
         reporter = self._reporter(chat_log)
@@ -100,8 +99,11 @@ class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
         chat_log: conversation.ChatLog,
     ) -> ai_task.GenImageTaskResult:
         """Make the image with the image model (its retries, then its fallback)."""
-        await async_wait_warm_up(self.hass, self.entry)
-        runtime = self.entry.runtime_data
+        runtime = await self.entry.runtime_data.async_runtime()
+        # Loaded with the stack: these imports only look them up.
+        from .agent.models import generate_image
+        from .task_assembly import assemble_image_task
+
         request = await assemble_image_task(
             self.hass, runtime.access, self.subentry.data, task, chat_log
         )
@@ -125,6 +127,8 @@ class LangGraphAITaskEntity(SubentryEntity, ai_task.AITaskEntity):
 
     def _reporter(self, chat_log: conversation.ChatLog) -> ActivityReporter:
         """The activity reporter of one task, as a turn's."""
+        from .activity import ActivityReporter  # loaded with the stack
+
         return ActivityReporter(
             self.hass,
             chat_log,

@@ -40,18 +40,7 @@ from homeassistant.helpers.selector import (
 
 from .agent.errors import ModelError, ModelErrorKind
 from .agent.graph import AgentKind
-from .agent.models import (
-    EmbeddingError,
-    ModelAccess,
-    async_check_access,
-    async_embed,
-    async_list_models,
-    embedding_access,
-    provider_of,
-    searches,
-    warm_up_embeddings,
-    warm_up_once,
-)
+from .agent.models import ModelAccess, async_list_models, provider_of
 from .const import (
     CHECKPOINTS_KEPT_PER_THREAD,
     CONF_ACTIVITY_CONTENTS,
@@ -122,7 +111,8 @@ from .const import (
 from .form_sections import flattened, grouped, nested
 from .postgres_packages import PostgresInstallSkipped, PostgresNotInstalled, async_load_postgres
 from .profile import AGENT_DEFAULTS, NEW_AGENT_OPTIONS, OLLAMA_AGENT_DEFAULTS
-from .tools import TOOLS, labelled, suggested_confirm_entities
+from .stack import async_load_modules
+from .tools import labelled, suggested_confirm_entities
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -207,9 +197,13 @@ def _access(data: Mapping[str, Any]) -> ModelAccess:
 async def _validation_error(hass: HomeAssistant, data: Mapping[str, Any]) -> str | None:
     """Make the one real request; the flow error key, or None when it worked."""
     access = _access(data)
-    # The first check may run before any entry was set up: LiteLLM's lazy imports for this
-    # provider (and its SDK's) happen in the executor, not on the event loop. A model
-    # string LiteLLM cannot place fails here too; the check below then says why.
+    # The first check may run before any entry's stack was loaded: the agent's libraries,
+    # and LiteLLM's lazy imports for this provider (and its SDK's), load in the executor,
+    # not on the event loop. A model string LiteLLM cannot place fails here too; the check
+    # below then says why.
+    await async_load_modules(hass)
+    from .agent.models import async_check_access, warm_up_once  # loaded just now
+
     try:
         await hass.async_add_executor_job(warm_up_once, access)
     except Exception as err:  # noqa: BLE001  reported by the real check that follows
@@ -447,6 +441,13 @@ def free_name(hass: HomeAssistant, subentry_type: str, base: str) -> str:
     return name
 
 
+def tool_categories() -> list[str]:
+    """The tool groups an agent may choose (the agent's flow has loaded the stack)."""
+    from .tools import TOOLS
+
+    return TOOLS.categories
+
+
 def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False) -> vol.Schema:
     apis = [SelectOptionDict(label=api.name, value=api.id) for api in llm.async_get_apis(hass)]
     defaults = OLLAMA_AGENT_DEFAULTS if native_ollama else AGENT_DEFAULTS
@@ -473,7 +474,7 @@ def _agent_schema(hass: HomeAssistant, is_new: bool, native_ollama: bool = False
             ),
             vol.Optional(CONF_TOOL_CATEGORIES): SelectSelector(
                 SelectSelectorConfig(
-                    options=TOOLS.categories,
+                    options=tool_categories(),
                     multiple=True,
                     translation_key=CONF_TOOL_CATEGORIES,
                 )
@@ -663,6 +664,11 @@ class AgentSubentryFlow(_OptionsSubentryFlow):
     async def _async_step_options(
         self, user_input: dict[str, Any] | None, *, is_new: bool
     ) -> SubentryFlowResult:
+        # The tool groups and LiteLLM's model map are the stack's (loaded in the executor,
+        # usually long since).
+        await async_load_modules(self.hass)
+        from .agent.models import searches  # loaded just now
+
         if user_input is None:
             model = self._get_entry().data[CONF_MODEL]
             # Words would be in the server's language, not the reader's (a flow does not
@@ -810,6 +816,14 @@ async def _embedding_error(
     hass: HomeAssistant, entry: ConfigEntry, options: Mapping[str, Any]
 ) -> str | None:
     """Embed one word with the chosen model; the flow error key, or None when it worked."""
+    await async_load_modules(hass)
+    from .agent.models import (  # loaded just now
+        EmbeddingError,
+        async_embed,
+        embedding_access,
+        warm_up_embeddings,
+    )
+
     access = embedding_access(
         options[CONF_EMBEDDING_MODEL],
         options.get(CONF_EMBEDDING_API_KEY),

@@ -164,3 +164,9 @@ CONF_WEB_SEARCH_MODEL: Final = "web_search_model"
 # open a garage door, disarm...), then only after a yes that names them.
 CONF_AUTOMATIONS: Final = "create_automations"
 CONF_AUTOMATIONS_CRITICAL: Final = "automations_critical_actions"
+
+# The migrate_storage action's directions (migrate.py): into the PostgreSQL database, or
+# back into this machine's SQLite files.
+MIGRATE_TO_POSTGRES: Final = "to_postgresql"
+MIGRATE_TO_SQLITE: Final = "to_sqlite"
+MIGRATION_DIRECTIONS: Final = (MIGRATE_TO_POSTGRES, MIGRATE_TO_SQLITE)

@@ -23,11 +23,6 @@ from .entity import SubentryEntity, add_subentry_entities
 from .profile import AgentProfile, agent_profile
 from .runtime_entry import LangGraphConfigEntry
 from .spoken import async_phrasebook
-from .tools.effects import EffectGate
-from .tools.ha_llm_api import registered_apis
-from .tools.web_search import with_sources
-from .turn_assembly import assemble_turn, clean_request, web_search_access
-from .warm_up import async_wait_warm_up
 from .window_issue import clear_window_issue
 
 _LOGGER = logging.getLogger(__name__)
@@ -83,8 +78,13 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         """A deleted agent takes its documents' index along (its folder stays)."""
         await super().async_will_remove_from_hass()
         knowledge = self.profile.agent.knowledge
-        if self.subentry.subentry_id not in self.entry.subentries and knowledge is not None:
-            await self.entry.runtime_data.forget_knowledge(knowledge)
+        stack = self.entry.runtime_data
+        if (
+            self.subentry.subentry_id not in self.entry.subentries
+            and knowledge is not None
+            and stack.built
+        ):
+            await stack.runtime.forget_knowledge(knowledge)
 
     @property
     def supported_languages(self) -> list[str] | Literal["*"]:
@@ -102,9 +102,15 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         chat_log: conversation.ChatLog,
     ) -> conversation.ConversationResult:
         """Run one turn of the agent and stream it into the ChatLog."""
-        # A turn before the entry's warm-up ended waits for it: LiteLLM's first-call imports
-        # stay in the executor, and run once.
-        await async_wait_warm_up(self.hass, self.entry)
+        # A turn before the entry's stack is built waits for it: the imports and LiteLLM's
+        # first-call warm-up stay in the executor, and run once (stack.py).
+        runtime = await self.entry.runtime_data.async_runtime()
+        # Loaded with the stack: these imports only look them up.
+        from .tools.effects import EffectGate
+        from .tools.ha_llm_api import registered_apis
+        from .tools.web_search import with_sources
+        from .turn_assembly import assemble_turn, clean_request, web_search_access
+
         # The turn's tools act under a Context of their own (the person's user id, so the
         # logbook still says who): the effect gate holds exactly this turn's effects.
         turn_context = Context(user_id=user_input.context.user_id, parent_id=user_input.context.id)
@@ -124,7 +130,6 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
             self.hass, user_input.language, self.profile.confirm_entities
         )
         request, notice = clean_request(user_input.text, phrasebook)
-        runtime = self.entry.runtime_data
         effects = EffectGate.of(self.hass).open_scope(
             turn_context, self.profile.confirm_entities, phrasebook
         )

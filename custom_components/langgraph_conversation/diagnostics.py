@@ -21,7 +21,6 @@ from .const import (
     CONF_POSTGRES_URL,
     CONF_PROMPT,
 )
-from .persistence import DATA_STORAGE
 from .runtime_entry import LangGraphConfigEntry
 
 # The PostgreSQL URL goes whole: besides its password it names the host and the user.
@@ -73,12 +72,22 @@ async def _diagnostics(hass: HomeAssistant, entry: LangGraphConfigEntry) -> dict
             for subentry in entry.subentries.values()
         ],
         "packages": versions,
-        "storage": await _storage_stats(hass),
+        "storage": await _storage_stats(hass, entry),
     }
 
 
-async def _storage_stats(hass: HomeAssistant) -> dict[str, Any]:
-    """Effective settings, counts, sizes and schema versions; never the files' contents."""
+async def _storage_stats(hass: HomeAssistant, entry: LangGraphConfigEntry) -> dict[str, Any]:
+    """Effective settings, counts, sizes and schema versions; never the files' contents.
+
+    The storage is opened by the entry's stack (stack.py): until it is built, there is
+    nothing to count (and a stack that cannot be built is what a bug report is about).
+    """
+    # An entry that is not loaded has no stack at all.
+    stack = getattr(entry, "runtime_data", None)
+    if stack is None or not stack.built:
+        return {"loaded": False, "stack_started": stack is not None and stack.started}
+    from .persistence import DATA_STORAGE  # loaded with the stack
+
     shared = hass.data.get(DATA_STORAGE)
     if shared is None:
         return {"loaded": False}

@@ -17,15 +17,11 @@ from typing import Any
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
 
-from .const import DOMAIN, MEMORY_FILE, THREADS_FILE
+from .const import DOMAIN, MEMORY_FILE, MIGRATE_TO_POSTGRES, THREADS_FILE
 from .persistence import DATA_STORAGE
 from .storage import SQLITE_ERRORS, CopyCounts, SqliteStorage, copy_storage
 
 _LOGGER = logging.getLogger(__name__)
-
-TO_POSTGRES = "to_postgresql"
-TO_SQLITE = "to_sqlite"
-DIRECTIONS = (TO_POSTGRES, TO_SQLITE)
 
 
 async def async_migrate(hass: HomeAssistant, direction: str) -> dict[str, Any]:
@@ -40,7 +36,7 @@ async def async_migrate(hass: HomeAssistant, direction: str) -> dict[str, Any]:
         # PostgreSQL is chosen (above), so an open backend is the database.
         raise HomeAssistantError(translation_domain=DOMAIN, translation_key="postgres_not_open")
     folder = Path(hass.config.path(DOMAIN))
-    if direction == TO_POSTGRES and not await hass.async_add_executor_job(
+    if direction == MIGRATE_TO_POSTGRES and not await hass.async_add_executor_job(
         lambda: (folder / THREADS_FILE).is_file() or (folder / MEMORY_FILE).is_file()
     ):
         raise ServiceValidationError(translation_domain=DOMAIN, translation_key="no_files_to_copy")
@@ -49,7 +45,7 @@ async def async_migrate(hass: HomeAssistant, direction: str) -> dict[str, Any]:
     try:
         files = await SqliteStorage.open(folder / THREADS_FILE, folder / MEMORY_FILE)
         try:
-            if direction == TO_POSTGRES:
+            if direction == MIGRATE_TO_POSTGRES:
                 files.keep_reads_untouched()
                 await copy_storage(files, database, counts)
             else:

@@ -43,6 +43,7 @@ from .const import (
     CONF_FALLBACK_MODEL,
     CONF_FAST_MODEL,
     CONF_HISTORY_BUDGET,
+    CONF_IMAGE_MODEL,
     CONF_KEEP_ALIVE,
     CONF_LEARN_MEMORIES,
     CONF_LLM_HASS_API,
@@ -223,6 +224,22 @@ def agent_roles(main: ModelAccess, options: Mapping[str, Any]) -> RoleAccesses:
         vision=chosen(CONF_VISION_MODEL),
         search=chosen(CONF_WEB_SEARCH_MODEL),
     )
+
+
+def model_section(
+    options: Mapping[str, Any], key: str
+) -> tuple[str | None, str | None, str | None]:
+    """A model section of an AI Task subentry as (model, key, base URL)."""
+    section = options.get(key)
+    if not isinstance(section, Mapping):
+        return None, None, None
+    return section.get(CONF_MODEL), section.get(CONF_API_KEY), section.get(CONF_API_BASE)
+
+
+def offers_images(access: ModelAccess, options: Mapping[str, Any]) -> bool:
+    """Whether an AI Task subentry chose an image model: its entity then offers images
+    (the image models themselves are task_assembly.task_image_models's)."""
+    return role_access(access, *model_section(options, CONF_IMAGE_MODEL)) is not None
 
 
 def knowledge_source(hass: HomeAssistant, subentry: ConfigSubentry) -> KnowledgeSource:

@@ -1,4 +1,5 @@
-"""The integration's typed config entry: its runtime_data is the entry's AgentRuntime.
+"""The integration's typed config entry: its runtime_data is the entry's `EntryStack`
+(stack.py), which holds the model access at once and the `AgentRuntime` once built.
 
 Its own module, low in the house, so that every module may name it for annotations and at
 run time without importing the integration's __init__ (which imports most of them).
@@ -6,8 +7,11 @@ run time without importing the integration's __init__ (which imports most of the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from homeassistant.config_entries import ConfigEntry
 
-from .agent.runtime import AgentRuntime
+if TYPE_CHECKING:
+    from .stack import EntryStack
 
-type LangGraphConfigEntry = ConfigEntry[AgentRuntime]
+type LangGraphConfigEntry = ConfigEntry[EntryStack]

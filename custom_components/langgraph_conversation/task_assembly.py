@@ -35,17 +35,14 @@ from .agent.models import (
     model_capabilities,
 )
 from .const import (
-    CONF_API_BASE,
-    CONF_API_KEY,
     CONF_IMAGE_FALLBACK_MODEL,
     CONF_IMAGE_MODEL,
-    CONF_MODEL,
     CONF_MODEL_RETRIES,
     CONF_REQUEST_TIMEOUT,
     DEFAULT_MODEL_RETRIES,
     DOMAIN,
 )
-from .profile import AI_TASK_DEFAULTS, agent_roles, model_settings
+from .profile import AI_TASK_DEFAULTS, agent_roles, model_section, model_settings
 from .tools.schema import sanitize_schema, schema_to_json
 
 try:  # Home Assistant >= 2026.9 describes structures with probatio
@@ -127,23 +124,13 @@ async def assemble_task(
     )
 
 
-def _chosen_model(
-    options: Mapping[str, Any], key: str
-) -> tuple[str | None, str | None, str | None]:
-    """A model section of the subentry as (model, key, base URL)."""
-    section = options.get(key)
-    if not isinstance(section, Mapping):
-        return None, None, None
-    return section.get(CONF_MODEL), section.get(CONF_API_KEY), section.get(CONF_API_BASE)
-
-
 def task_image_models(access: ModelAccess, options: Mapping[str, Any]) -> ImageModels | None:
     """The image models of the AI Task subentry of `options`; None without an image model
     (the entity then does not offer images)."""
     return image_models(
         access,
-        _chosen_model(options, CONF_IMAGE_MODEL),
-        _chosen_model(options, CONF_IMAGE_FALLBACK_MODEL),
+        model_section(options, CONF_IMAGE_MODEL),
+        model_section(options, CONF_IMAGE_FALLBACK_MODEL),
     )
 
 

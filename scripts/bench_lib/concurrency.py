@@ -72,7 +72,7 @@ async def run_conversation(
 
 async def lost_in_our_thread(bench: Bench, conversation_id: str, texts: list[str]) -> int:
     """Turns missing from our LangGraph thread (user message or its answer)."""
-    runtime = bench.ours.entry.runtime_data
+    runtime = bench.ours.entry.runtime_data.runtime
     subentry_id = next(
         sid for sid, sub in bench.ours.entry.subentries.items() if sub.title == bench.ours.label
     )

@@ -43,7 +43,7 @@ async def reload_task(hass: Any, entry: Any, agent: Any, reloads: int) -> dict[s
     for reload in range(1, reloads + 1):
         # Runtime data that takes no weak reference is not counted.
         with contextlib.suppress(TypeError):
-            unloaded.append(weakref.ref(entry.runtime_data))
+            unloaded.append(weakref.ref(entry.runtime_data.runtime))
         # What an options change does: the entry's update listener reloads it.
         hass.config_entries.async_update_entry(entry, options={"reload": reload})
         await hass.async_block_till_done()

@@ -318,7 +318,7 @@ async def _measure_home(shape: HomeShape) -> dict[str, Any]:
                 for t in turn.records[0].body.get("tools") or []
                 if t["function"]["name"].endswith("HassTurnOn")
             )
-            store = ours.runtime_data.store
+            store = ours.runtime_data.runtime.store
             for scenario in SCENARIOS:
                 if scenario == "saved memories":
                     for key, text in MEMORIES.items():

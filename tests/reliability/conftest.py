@@ -130,7 +130,7 @@ async def thread_messages(
 ) -> list[BaseMessage]:
     """What the agent's thread of a conversation holds now (read from threads.db), for
     `party` (default: nobody, as `ask` talks without a user or device)."""
-    runtime = entry.runtime_data
+    runtime = entry.runtime_data.runtime
     thread_id = await runtime.find_thread(
         next(iter(entry.subentries)), conversation_id, party or Party()
     )

@@ -219,4 +219,4 @@ async def test_conversation_id_with_lone_surrogates(
     assert speech(second) == "Ada."
     seen = [text_of(m) for m in openai_server.requests[-1]["messages"][1:]]
     assert seen == ["My name is Ada.", "Noted.", "Who am I?"]
-    assert not setup_integration.runtime_data.storage_failed
+    assert not setup_integration.runtime_data.runtime.storage_failed

@@ -482,7 +482,7 @@ async def test_the_picture_is_kept_nowhere(
         result = await _ask(hass, setup_integration, "Who is outside?", Context(user_id=None))
         conversation_ids.append(result.conversation_id)
     # Work after the answers (summaries, memory) is done before anything is searched.
-    await setup_integration.runtime_data.housekeeping.wait()
+    await setup_integration.runtime_data.runtime.housekeeping.wait()
     await hass.async_block_till_done()
 
     pictures = [cameras.entities[e].image for e in ("camera.front_door", "camera.driveway")]

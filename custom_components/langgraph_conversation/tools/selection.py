@@ -53,7 +53,7 @@ from homeassistant.components.homeassistant import async_should_expose
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import llm
 
-from . import TOOLS
+from .all_tools import TOOLS
 from .automations import SPECS as AUTOMATION_SPECS
 from .cameras import SPECS as CAMERA_SPECS
 from .context import entity_listing

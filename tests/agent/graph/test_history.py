@@ -34,7 +34,7 @@ async def test_old_turns_become_a_summary(
         )
         conversation_id = result.conversation_id
     # Summaries are made between turns, in the background.
-    await setup_integration.runtime_data.wait_background()
+    await setup_integration.runtime_data.runtime.wait_background()
     summaries = [
         r
         for r in openai_server.requests
@@ -111,7 +111,7 @@ async def test_summaries_never_come_before_the_first_word(
                     Context(),
                     agent_id=agent_id,
                 )
-        await setup_integration.runtime_data.wait_background()
+        await setup_integration.runtime_data.runtime.wait_background()
     assert any(_is_summary(r) for r in openai_server.requests), "never over budget"
     starts = [count for kind, count in events if kind == "start"]
     for start in starts:
@@ -141,7 +141,7 @@ async def test_a_failing_summary_leaves_the_thread_whole(
         )
         assert result.response.speech["plain"]["speech"].startswith("An answer")
         conversation_id = result.conversation_id
-        await setup_integration.runtime_data.wait_background()
+        await setup_integration.runtime_data.runtime.wait_background()
     assert any(_is_summary(r) for r in openai_server.requests), "never tried to summarise"
     last = [r for r in openai_server.requests if not _is_summary(r)][-1]
     users = [text_of(m) for m in messages_of(last, "user")]

@@ -150,7 +150,7 @@ async def test_recalled_memories_keep_the_prefix(
 ) -> None:
     """Saved memories recalled differently each turn: they are in each turn's note, the
     system message stays the same and the prefix is kept."""
-    store = setup_integration.runtime_data.store
+    store = setup_integration.runtime_data.runtime.store
     facts = {
         "m1": "Anna drinks green tea in the morning",
         "m2": "The bins go out on Tuesday evening",

@@ -95,7 +95,7 @@ async def test_a_tool_result_cannot_close_the_summary(
     conversation_id = first.conversation_id
     for _ in range(3):
         # Summaries are made between turns, in the background.
-        await setup_integration.runtime_data.wait_background()
+        await setup_integration.runtime_data.runtime.wait_background()
         await conversation.async_converse(
             hass, "And then?", conversation_id, Context(), agent_id=agent_id
         )

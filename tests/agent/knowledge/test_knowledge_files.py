@@ -37,7 +37,7 @@ def _folder(hass: HomeAssistant) -> Path:
 
 
 def _index(hass: HomeAssistant, entry: MockConfigEntry) -> KnowledgeIndex:
-    index = entry.runtime_data.knowledge_index(
+    index = entry.runtime_data.runtime.knowledge_index(
         knowledge_source(hass, next(iter(entry.subentries.values())))
     )
     assert index is not None

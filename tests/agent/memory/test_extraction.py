@@ -31,7 +31,7 @@ async def _ask(
         hass, text, None, Context(user_id=user_id), agent_id=agent_entity_id(hass, entry)
     )
     # Extraction runs after the answer, in the background.
-    await entry.runtime_data.wait_background()
+    await entry.runtime_data.runtime.wait_background()
     return result
 
 

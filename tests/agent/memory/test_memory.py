@@ -114,7 +114,7 @@ async def test_a_forgotten_memory_is_not_sent_again_from_earlier_notes(
     """A memory recalled into a turn's context note (stored with the thread) and then
     forgotten reaches the model no more: not in the forgetting turn's next model call,
     not in later turns of the same conversation."""
-    store = setup_integration.runtime_data.store
+    store = setup_integration.runtime_data.runtime.store
     await store.aput(("memories", "household"), "m1", {"text": "The spare key is under the mat"})
     agent_id = agent_entity_id(hass, setup_integration)
 
@@ -246,7 +246,7 @@ async def test_memory_tool_answers_a_wrong_call_with_a_sentence(
 ) -> None:
     """An unknown action, or forget without an id: the model reads what to do instead,
     and nothing saved is lost."""
-    store = setup_integration.runtime_data.store
+    store = setup_integration.runtime_data.runtime.store
     await store.aput(("memories", "household"), "m1", {"text": "Tea at five"})
     openai_server.add_tool_calls(
         [

@@ -157,7 +157,7 @@ async def test_fast_model_writes_the_summaries(
         )
         conversation_id = result.conversation_id
         # Summaries are made between turns, in the background.
-        await setup_integration.runtime_data.wait_background()
+        await setup_integration.runtime_data.runtime.wait_background()
 
     assert other_server.requests, "no summary was made"
     assert all(_is_summary(r) for r in other_server.requests)

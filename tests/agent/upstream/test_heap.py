@@ -35,7 +35,7 @@ async def test_reloads_freeze_nothing_and_free_the_old_runtimes(
     frozen = gc.get_freeze_count()
     unloaded = []
     for reload in range(3):
-        unloaded.append(weakref.ref(entry.runtime_data))
+        unloaded.append(weakref.ref(entry.runtime_data.runtime))
         # What an options change does: the entry's update listener reloads it.
         hass.config_entries.async_update_entry(entry, options={"reload": reload})
         await hass.async_block_till_done()

@@ -6,35 +6,23 @@ The names here are what code outside this folder may use.
 
 from __future__ import annotations
 
-from .graph import MODEL_NODE, AgentKind, build_graphs, recursion_limit
-from .history import compact_history, split_for_summary
-from .prompts import (
-    NOTE_ID_PREFIX,
-    PromptLayers,
-    base_prompt,
-    is_note,
-    last_question_index,
-    speaker_layer,
-)
-from .state import TurnContext, openai_tool
-from .window import TurnFit, WindowTooSmall, plan_turn
+from ..lazy_face import lazy_face
 
-__all__ = [
-    "MODEL_NODE",
-    "NOTE_ID_PREFIX",
-    "AgentKind",
-    "PromptLayers",
-    "TurnContext",
-    "TurnFit",
-    "WindowTooSmall",
-    "base_prompt",
-    "build_graphs",
-    "compact_history",
-    "is_note",
-    "last_question_index",
-    "openai_tool",
-    "plan_turn",
-    "recursion_limit",
-    "speaker_layer",
-    "split_for_summary",
-]
+__getattr__, __dir__, __all__ = lazy_face(
+    __name__,
+    {
+        "graph": ("MODEL_NODE", "build_graphs", "recursion_limit"),
+        "kinds": ("AgentKind",),
+        "history": ("compact_history", "split_for_summary"),
+        "prompts": (
+            "NOTE_ID_PREFIX",
+            "PromptLayers",
+            "base_prompt",
+            "is_note",
+            "last_question_index",
+            "speaker_layer",
+        ),
+        "state": ("TurnContext", "openai_tool"),
+        "window": ("TurnFit", "WindowTooSmall", "plan_turn"),
+    },
+)

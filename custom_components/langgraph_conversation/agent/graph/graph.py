@@ -12,7 +12,6 @@ history.py), never inside a graph: a summary must not delay the first word.
 
 from __future__ import annotations
 
-from enum import StrEnum
 import logging
 from typing import Any, Literal
 
@@ -43,6 +42,7 @@ from ..models import (
     stream_with_fallback,
 )
 from .history import summary_findings, summary_section
+from .kinds import AgentKind
 from .note_memories import without_stale_memories
 from .prompts import KNOWLEDGE_ID, SUMMARY_ID, is_note, last_question_index
 from .state import AgentState, TurnContext
@@ -61,19 +61,6 @@ MODEL_NODE = "model"
 TOOLS_NODE = "tools"
 CONFIRM_NODE = "confirm"
 RETRIEVE_NODE = "retrieve"
-
-
-class AgentKind(StrEnum):
-    """How an agent answers; chosen per agent, one compiled graph each."""
-
-    ASSISTANT = "assistant"
-    CHATBOT = "chatbot"
-    RAG = "rag"
-
-    @property
-    def uses_tools(self) -> bool:
-        """Only the assistant binds tools; the others work with any chat model."""
-        return self is AgentKind.ASSISTANT
 
 
 REWRITE_INSTRUCTIONS = (

@@ -6,24 +6,20 @@ The names here are what code outside this folder may use.
 
 from __future__ import annotations
 
-from .index import (
-    IndexReport,
-    KnowledgeIndex,
-    KnowledgeSource,
-    Passage,
-    forget_knowledge,
-    knowledge_block,
-    passage_flags,
-    search_knowledge_tool,
-)
+from ..lazy_face import lazy_face
 
-__all__ = [
-    "IndexReport",
-    "KnowledgeIndex",
-    "KnowledgeSource",
-    "Passage",
-    "forget_knowledge",
-    "knowledge_block",
-    "passage_flags",
-    "search_knowledge_tool",
-]
+__getattr__, __dir__, __all__ = lazy_face(
+    __name__,
+    {
+        "source": ("KnowledgeSource",),
+        "index": (
+            "IndexReport",
+            "KnowledgeIndex",
+            "Passage",
+            "forget_knowledge",
+            "knowledge_block",
+            "passage_flags",
+            "search_knowledge_tool",
+        ),
+    },
+)

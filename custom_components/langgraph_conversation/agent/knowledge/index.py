@@ -35,10 +35,10 @@ from ..events import TextFlagged
 from ..guard import quoted, quoted_flagged, scan_text
 from .files import FileState, read_inside, scan_folder
 from .pdf_text import PdfText, extract_pdf_text
+from .source import KnowledgeSource
 
 _LOGGER = logging.getLogger(__name__)
 
-KNOWLEDGE_ROOT = "knowledge"
 TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown"})
 PDF_SUFFIX = ".pdf"
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES | {PDF_SUFFIX}
@@ -64,24 +64,6 @@ MIN_RELATIVE_SCORE = 0.2
 _FOLDER_WARNINGS: set[tuple[str, str]] = set()
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-@dataclass(frozen=True, slots=True)
-class KnowledgeSource:
-    """Where one agent's files are, and the store namespace their chunks go to."""
-
-    directory: Path
-    agent: str
-
-    @property
-    def chunks_namespace(self) -> tuple[str, ...]:
-        """Where the chunks are searched."""
-        return (KNOWLEDGE_ROOT, self.agent, "chunks")
-
-    @property
-    def files_namespace(self) -> tuple[str, ...]:
-        """What was indexed of each file."""
-        return (KNOWLEDGE_ROOT, self.agent, "files")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,57 +6,37 @@ The names here are what code outside this folder may use.
 
 from __future__ import annotations
 
-from .extraction import learn_from_exchange
-from .feedback import RATINGS, MemoryRatingStore, RatingStore, answers
-from .memories import (
-    HOUSEHOLD,
-    MEMORY_INSTRUCTIONS,
-    MEMORY_ROOT,
-    MemoryPresence,
-    MemoryScope,
-    memory_block,
-    memory_flags,
-    memory_tools,
-    person_label,
-    personal_namespaces,
-    recall,
-)
-from .threads import (
-    LinkStore,
-    MemoryLinkStore,
-    Party,
-    ThreadChoice,
-    ThreadRequest,
-    choose_thread,
-    continue_window,
-    find_thread,
-    forget_thread,
-)
+from ..lazy_face import lazy_face
 
-__all__ = [
-    "HOUSEHOLD",
-    "MEMORY_INSTRUCTIONS",
-    "MEMORY_ROOT",
-    "RATINGS",
-    "LinkStore",
-    "MemoryLinkStore",
-    "MemoryPresence",
-    "MemoryRatingStore",
-    "MemoryScope",
-    "Party",
-    "RatingStore",
-    "ThreadChoice",
-    "ThreadRequest",
-    "answers",
-    "choose_thread",
-    "continue_window",
-    "find_thread",
-    "forget_thread",
-    "learn_from_exchange",
-    "memory_block",
-    "memory_flags",
-    "memory_tools",
-    "person_label",
-    "personal_namespaces",
-    "recall",
-]
+__getattr__, __dir__, __all__ = lazy_face(
+    __name__,
+    {
+        "extraction": ("learn_from_exchange",),
+        "ratings": ("RATINGS",),
+        "feedback": ("MemoryRatingStore", "RatingStore", "answers"),
+        "memories": (
+            "HOUSEHOLD",
+            "MEMORY_INSTRUCTIONS",
+            "MEMORY_ROOT",
+            "MemoryPresence",
+            "MemoryScope",
+            "memory_block",
+            "memory_flags",
+            "memory_tools",
+            "person_label",
+            "personal_namespaces",
+            "recall",
+        ),
+        "threads": (
+            "LinkStore",
+            "MemoryLinkStore",
+            "Party",
+            "ThreadChoice",
+            "ThreadRequest",
+            "choose_thread",
+            "continue_window",
+            "find_thread",
+            "forget_thread",
+        ),
+    },
+)

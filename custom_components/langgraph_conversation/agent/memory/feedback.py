@@ -12,8 +12,6 @@ from typing import Any, Protocol
 
 from langchain_core.messages import AIMessage
 
-RATINGS = ("up", "down")
-
 
 def answers(messages: Sequence[Any]) -> list[AIMessage]:
     """The thread's answers, oldest first: assistant messages that call no tool."""

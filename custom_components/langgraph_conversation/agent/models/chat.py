@@ -18,7 +18,6 @@ from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.runnables import Runnable, RunnableBinding
 from langchain_litellm import ChatLiteLLM
-import litellm
 from litellm.types.utils import ModelResponseStream
 
 # Imported for its effect: on the LiteLLM version it was written for, Ollama requests
@@ -26,6 +25,7 @@ from litellm.types.utils import ModelResponseStream
 from ..upstream import litellm_ollama, litellm_stream, openai_stream  # noqa: F401
 from ..upstream.langchain_litellm import PerCallCredentials
 from .access import LEAN_STREAM_PROVIDERS, ModelAccess, ModelSettings, ollama_options, provider_of
+from .library import litellm
 
 _LOGGER = logging.getLogger(__name__)
 

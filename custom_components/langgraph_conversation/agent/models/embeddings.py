@@ -16,13 +16,12 @@ import importlib
 import time
 from typing import Any
 
-import litellm
-
 from ..errors import ModelErrorKind
 from ..upstream.sdk_imports import FIRST_EMBEDDING_MODULES
 from .access import ModelAccess, same_place
 from .client_users import SHARED_CLIENT_USERS
 from .error_kinds import classify_error
+from .library import litellm
 
 # What the first embedding request imports (about 470 modules, most of the OpenAI SDK's
 # resources) after the chat model's warm-up; imported in the executor instead. Some are

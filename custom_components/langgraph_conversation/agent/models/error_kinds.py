@@ -4,12 +4,12 @@ the SDK's and the provider's exceptions, whether and when to retry, secrets remo
 from __future__ import annotations
 
 import httpx
-import litellm
 import openai
 
 from ..errors import ModelError, ModelErrorKind
 from ..guard import SECRET_FILTER
 from .access import ModelAccess
+from .library import litellm
 
 # Most specific first: LiteLLM's exception classes inherit from each other
 # (e.g. Timeout and ServiceUnavailableError both derive from APIConnectionError or

@@ -35,7 +35,6 @@ import logging
 from typing import Any
 
 import httpx
-import litellm
 
 from ..errors import ModelErrorKind, TurnError
 from ..events import ModelCallFinished
@@ -46,8 +45,10 @@ from .access import ModelAccess, provider_of, same_place
 from .client_users import SHARED_CLIENT_USERS
 from .error_kinds import classify_error, is_retryable, retry_delay, to_model_error
 from .image_bytes import MAX_IMAGE_BYTES, ImageProblem, download_image, image_facts, may_download
+from .library import litellm
 from .lifecycle import lacks_key
-from .roles import ModelRole, falls_back, role_access
+from .role_accesses import role_access
+from .roles import ModelRole, falls_back
 
 _LOGGER = logging.getLogger(__name__)
 

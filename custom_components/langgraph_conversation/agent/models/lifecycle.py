@@ -12,7 +12,6 @@ import logging
 from langchain_core import messages as lc_messages, tools as lc_tools
 from langchain_core.tools import StructuredTool
 from langchain_core.utils import function_calling as lc_function_calling
-import litellm
 
 from ..errors import ModelError, ModelErrorKind
 from ..upstream import heap, litellm_lazy, litellm_release
@@ -20,6 +19,7 @@ from .access import LEAN_STREAM_PROVIDERS, ModelAccess, ModelSettings, provider_
 from .chat import NO_TOKEN_COUNTING, build_chat_model
 from .client_users import SHARED_CLIENT_USERS
 from .error_kinds import to_model_error
+from .library import litellm
 
 _LOGGER = logging.getLogger(__name__)
 

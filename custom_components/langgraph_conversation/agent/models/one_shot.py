@@ -20,7 +20,6 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
-import litellm
 
 from ..errors import TurnError
 from ..events import MessageStarted, ModelCallFinished
@@ -29,9 +28,11 @@ from ..hooks import TurnHooks, TurnRecorder
 from .access import ModelAccess, ModelSettings
 from .answer import AnswerLimitExceeded, answer_deadline, cached_input_tokens
 from .error_kinds import to_model_error
+from .library import litellm
 from .model_call import AnsweringModels, stream_with_fallback
 from .ollama import bounded_settings
-from .roles import ModelCache, RoleAccesses, RoleModel, RoleModels
+from .role_accesses import RoleAccesses
+from .roles import ModelCache, RoleModel, RoleModels
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -21,9 +21,10 @@ from enum import StrEnum
 from langchain_core.language_models import BaseChatModel
 
 from ..errors import ModelErrorKind
-from .access import ModelAccess, ModelSettings, same_place
+from .access import ModelAccess, ModelSettings
 from .chat import build_chat_model
 from .error_kinds import classify_error, is_retryable
+from .role_accesses import RoleAccesses
 
 
 class ModelRole(StrEnum):
@@ -34,23 +35,6 @@ class ModelRole(StrEnum):
     FALLBACK = "fallback"
 
 
-def role_access(
-    main: ModelAccess, model: str | None, api_key: str | None, api_base: str | None
-) -> ModelAccess | None:
-    """How to reach a role's model, borrowing the entry's key only where it belongs.
-
-    None when the role names no model (it then uses the main model).
-    """
-    model = (model or "").strip()
-    if not model:
-        return None
-    api_key = (api_key or "").strip() or None
-    api_base = (api_base or "").strip() or None
-    if same_place(model, api_base, main):
-        return ModelAccess(model, api_key or main.api_key, api_base or main.api_base)
-    return ModelAccess(model, api_key, api_base)
-
-
 def falls_back(err: BaseException) -> bool:
     """Whether another model may succeed where the main one failed.
 
@@ -58,18 +42,6 @@ def falls_back(err: BaseException) -> bool:
     too: retrying a slow model keeps the user waiting twice, another one may be quick.
     """
     return is_retryable(err) or classify_error(err) is ModelErrorKind.TIMEOUT
-
-
-@dataclass(frozen=True, slots=True)
-class RoleAccesses:
-    """The models one agent chose for its roles; None means the main model / no fallback
-    / no model of its own for images or web searches."""
-
-    fast: ModelAccess | None = None
-    fallback: ModelAccess | None = None
-    vision: ModelAccess | None = None
-    # Web search (#27): the model that searches the web for the agent (web_search.py).
-    search: ModelAccess | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from ..guard import clean_text
 from .access import ModelAccess, ModelSettings
 from .one_shot import TaskRequest, model_capabilities, run_task
-from .roles import ModelCache, RoleAccesses
+from .role_accesses import RoleAccesses
+from .roles import ModelCache
 
 # What the looking model is told; the question comes as the user's words next to the image.
 VISION_PROMPT = (

@@ -35,13 +35,13 @@ import logging
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import litellm
-
 from ..errors import TurnError
 from ..guard import clean_text
 from .access import ModelAccess
 from .error_kinds import is_retryable, retry_delay, to_model_error
-from .roles import RoleAccesses, falls_back
+from .library import litellm
+from .role_accesses import RoleAccesses
+from .roles import falls_back
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -6,8 +6,14 @@ The names here are what code outside this folder may use.
 
 from __future__ import annotations
 
-from .agent_runtime import AgentRuntime
-from .thread_directory import MEMORY_THREADS, memory_checkpointer
-from .turn import AgentSettings, Turn
+from ..lazy_face import lazy_face
 
-__all__ = ["MEMORY_THREADS", "AgentRuntime", "AgentSettings", "Turn", "memory_checkpointer"]
+__getattr__, __dir__, __all__ = lazy_face(
+    __name__,
+    {
+        "agent_runtime": ("AgentRuntime",),
+        "thread_directory": ("MEMORY_THREADS", "memory_checkpointer"),
+        "settings": ("AgentSettings",),
+        "turn": ("Turn",),
+    },
+)

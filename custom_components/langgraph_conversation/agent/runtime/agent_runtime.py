@@ -23,8 +23,9 @@ from ..memory import LinkStore, Party, RatingStore, ThreadChoice, ThreadRequest
 from ..models import ModelAccess, ModelCache, forget_model_windows
 from .housekeeping import CLOSE_WAIT, Housekeeping
 from .knowledge_library import KnowledgeLibrary
+from .settings import AgentSettings
 from .thread_directory import ThreadDirectory
-from .turn import AgentSettings, Turn
+from .turn import Turn
 from .turn_runner import CLOSE_GRACE, TurnRunner
 
 

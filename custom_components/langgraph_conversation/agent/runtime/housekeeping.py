@@ -13,8 +13,8 @@ from ..graph import MODEL_NODE, compact_history, split_for_summary
 from ..memory import MemoryScope, learn_from_exchange
 from ..models import ModelAccess, ModelCache, classify_error
 from .graph_run import confirmation_actions
+from .settings import AgentSettings
 from .thread_directory import ThreadDirectory
-from .turn import AgentSettings
 
 _LOGGER = logging.getLogger(__name__)
 

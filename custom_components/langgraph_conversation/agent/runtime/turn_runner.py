@@ -44,8 +44,9 @@ from ..models import (
 from .graph_run import confirmation_pause, run_graph
 from .housekeeping import Housekeeping
 from .knowledge_library import KnowledgeLibrary
+from .settings import AgentSettings
 from .thread_directory import ThreadDirectory
-from .turn import AgentSettings, Turn
+from .turn import Turn
 from .turn_setup import fit_turn, guarded_request, history_budget, prompt_and_tools
 
 _LOGGER = logging.getLogger(__name__)

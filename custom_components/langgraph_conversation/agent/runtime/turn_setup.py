@@ -20,7 +20,8 @@ from ..knowledge import KnowledgeIndex, search_knowledge_tool
 from ..memory import MemoryPresence, MemoryScope, memory_block, memory_flags, memory_tools, recall
 from ..models import ModelSettings
 from .knowledge_library import KnowledgeLibrary
-from .turn import AgentSettings, Turn
+from .settings import AgentSettings
+from .turn import Turn
 
 _LOGGER = logging.getLogger(__name__)
 

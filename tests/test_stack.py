@@ -1,11 +1,12 @@
-"""LiteLLM's first-call warm-up runs in the background once Home Assistant has started; a
-turn that arrives earlier starts that same warm-up and waits for it (warm_up.py)."""
+"""The entry's stack (the agent's libraries, LiteLLM's first-call warm-up, the storage and
+the runtime) is built in the background once Home Assistant has started; a turn that
+arrives earlier starts that same build and waits for it (stack.py)."""
 
 from __future__ import annotations
 
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.langgraph_conversation.warm_up import warm_up_of
+from custom_components.langgraph_conversation.persistence import DATA_STORAGE
 from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
 from homeassistant.config_entries import ConfigEntryState
@@ -33,29 +34,31 @@ async def test_setup_leaves_the_warm_up_until_home_assistant_has_started(
     await _set_up_while_starting(hass, config_entry)
     assert config_entry.state is ConfigEntryState.LOADED
     assert hass.states.get(agent_entity_id(hass, config_entry)) is not None
-    stack = warm_up_of(hass, config_entry)
-    assert stack is not None
+    stack = config_entry.runtime_data
     assert not stack.started
+    assert not stack.built
+    # Nothing opened yet: the storage is the stack's.
+    assert DATA_STORAGE not in hass.data
 
     hass.set_state(CoreState.running)
     hass.bus.async_fire(EVENT_HOMEASSISTANT_STARTED)
     await hass.async_block_till_done()
     assert stack.started
+    assert stack.built
+    assert DATA_STORAGE in hass.data
     task = stack.start()
-    await stack.wait()
-    assert stack.done
-    assert task.exception() is None
-    assert stack.start() is task  # one warm-up, never a second
+    assert task.done()
+    assert task.result() is stack.runtime
+    assert stack.start() is task  # one build, never a second
 
 
 async def test_a_turn_before_the_start_waits_for_the_warm_up_and_answers(
     hass: HomeAssistant, config_entry: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
-    """The turn starts the warm-up itself, waits for it, and is answered; Home Assistant's
+    """The turn starts the build itself, waits for it, and is answered; Home Assistant's
     start later runs no second one."""
     await _set_up_while_starting(hass, config_entry)
-    stack = warm_up_of(hass, config_entry)
-    assert stack is not None
+    stack = config_entry.runtime_data
     assert not stack.started
     openai_server.add_text("Early but answered.")
 
@@ -66,7 +69,7 @@ async def test_a_turn_before_the_start_waits_for_the_warm_up_and_answers(
     assert result.response.response_type == intent.IntentResponseType.ACTION_DONE
     assert result.response.speech["plain"]["speech"] == "Early but answered."
     assert openai_server.request_count == 1
-    assert stack.done
+    assert stack.built
     task = stack.start()
     hass.set_state(CoreState.running)
     hass.bus.async_fire(EVENT_HOMEASSISTANT_STARTED)
@@ -77,19 +80,22 @@ async def test_a_turn_before_the_start_waits_for_the_warm_up_and_answers(
 async def test_unload_during_the_warm_up_leaves_no_task(
     hass: HomeAssistant, config_entry: MockConfigEntry
 ) -> None:
-    """An entry unloaded while its warm-up runs takes the warm-up's task along."""
+    """An entry unloaded while its build runs takes the build's task along, and whatever
+    the build had opened is closed."""
     await _set_up_while_starting(hass, config_entry)
-    stack = warm_up_of(hass, config_entry)
-    assert stack is not None
+    stack = config_entry.runtime_data
     task = stack.start()
 
     assert await hass.config_entries.async_unload(config_entry.entry_id)
     await hass.async_block_till_done()
 
     assert task.done()
-    assert warm_up_of(hass, config_entry) is None
-    # Home Assistant's start after the unload starts nothing for the unloaded entry.
+    assert not stack.built
+    # The only entry: the shared storage it may have opened is closed and forgotten.
+    assert DATA_STORAGE not in hass.data
+    # Home Assistant's start after the unload builds nothing for the unloaded entry.
     hass.set_state(CoreState.running)
     hass.bus.async_fire(EVENT_HOMEASSISTANT_STARTED)
     await hass.async_block_till_done()
-    assert stack.start() is task
+    assert not stack.built
+    assert DATA_STORAGE not in hass.data

@@ -1,0 +1,251 @@
+"""The agent's stack, loaded and built off the setup's critical path.
+
+Importing LiteLLM, LangGraph and the OpenAI SDK takes seconds and about 150 MiB, and
+LiteLLM imports a provider's modules again on its first call. Done in an entry's setup, that
+work delayed every entry and Home Assistant's start (the "Integration startup times" list).
+Now the setup imports nothing heavy: it creates the entities with an `EntryStack` as the
+entry's runtime data, and the stack loads in the background once Home Assistant has
+started (at once when it already runs: a reload, an entry added later, the tests): the
+heavy modules and LiteLLM's first-call warm-up in the executor, then, on the loop, the
+storage is acquired and the `AgentRuntime` built. A turn (or an action) that arrives
+earlier starts that same build and waits for it, so the imports never run on the event loop
+and never run twice. Unloading the entry cancels the build and closes what it built.
+
+The integration's modules that import the heavy libraries are listed in `STACK_MODULES`;
+the light modules (the entry's, the entities', the config flow's) import them only inside
+functions that run after `async_runtime()` has returned, when they are already loaded
+(tests/test_light_setup.py checks both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from functools import partial
+import importlib
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+from homeassistant.core import HomeAssistant, callback
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers.start import async_at_started
+
+from .const import DOMAIN
+
+if TYPE_CHECKING:
+    from .agent.models import ModelAccess
+    from .agent.runtime import AgentRuntime
+    from .runtime_entry import LangGraphConfigEntry
+
+_LOGGER = logging.getLogger(__name__)
+
+# The integration's own modules that import the agent's libraries (LiteLLM, LangGraph,
+# langchain-core, the OpenAI SDK), loaded by the stack in the executor.
+STACK_MODULES = (
+    "persistence",
+    "migrate",
+    "parties",
+    "activity",
+    "turn_assembly",
+    "task_assembly",
+    "tools.all_tools",
+    "tools.effects",
+    "tools.ha_llm_api",
+    "tools.people",
+    "tools.web_search",
+    "agent.runtime.agent_runtime",
+    "agent.runtime.thread_directory",
+    "agent.models.lifecycle",
+    "agent.models.one_shot",
+    "agent.models.images",
+    "agent.models.embeddings",
+    "agent.models.web_search",
+    "service_actions",
+    "agent.guard.safety",
+)
+
+
+class EntryStack:
+    """One entry's runtime data: its model access at once, its `AgentRuntime` once built."""
+
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        entry: LangGraphConfigEntry,
+        access: ModelAccess,
+        accesses: Sequence[ModelAccess],
+    ) -> None:
+        """`accesses`: every distinct model the entry's agents call (warmed up first)."""
+        self.access = access
+        self._hass = hass
+        self._entry = entry
+        self._accesses = tuple(accesses)
+        self._task: asyncio.Task[AgentRuntime] | None = None
+        self._runtime: AgentRuntime | None = None
+        self._closed = False
+        self._holds_storage = False
+
+    @property
+    def runtime(self) -> AgentRuntime:
+        """The built runtime; only once `async_runtime()` has returned (or the build ended)."""
+        if self._runtime is None:
+            raise RuntimeError("the agent's stack has not been built yet")
+        return self._runtime
+
+    @property
+    def built(self) -> bool:
+        """Whether the runtime is built."""
+        return self._runtime is not None
+
+    @property
+    def started(self) -> bool:
+        """Whether the build has been started."""
+        return self._task is not None
+
+    @callback
+    def start(self) -> asyncio.Task[AgentRuntime]:
+        """The build, started now unless it already runs or succeeded; a failed build is
+        tried again by the next caller."""
+        if self._closed:
+            raise HomeAssistantError(translation_domain=DOMAIN, translation_key="turn_unloading")
+        task = self._task
+        if task is None or (task.done() and (task.cancelled() or task.exception())):
+            # A tracked task of the entry: Home Assistant's block_till_done waits for it,
+            # and unloading awaits it after async_unload_entry has cancelled it.
+            task = self._task = self._entry.async_create_task(
+                self._hass, self._build(), f"{DOMAIN} stack {self._entry.entry_id}"
+            )
+        return task
+
+    @callback
+    def async_at_started(self, _hass: HomeAssistant) -> None:
+        """Home Assistant has started (or was running): build now."""
+        if not self._closed:
+            self.start()
+
+    async def async_runtime(self) -> AgentRuntime:
+        """The runtime, built now if needed; a caller's cancellation leaves the build running.
+
+        Raises a `HomeAssistantError` whose message is a sentence when the build failed.
+        """
+        if self._runtime is not None:
+            return self._runtime
+        try:
+            return await asyncio.shield(self.start())
+        except HomeAssistantError:
+            raise
+        except Exception as err:
+            # The log has the build's exception (_build).
+            raise HomeAssistantError(
+                translation_domain=DOMAIN, translation_key="turn_unknown"
+            ) from err
+
+    async def aclose(self) -> None:
+        """End the runtime's turns and close it; a build still running is cancelled."""
+        self._closed = True
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            # The build releases what it took when cancelled (_build).
+            await asyncio.gather(task, return_exceptions=True)
+        if self._runtime is not None:
+            await self._runtime.aclose()
+
+    async def async_release_storage(self) -> None:
+        """The entry no longer uses the shared storage (after `aclose`); the last closes it."""
+        if not self._holds_storage:
+            return
+        self._holds_storage = False
+        from .persistence import async_release_storage  # loaded by the build
+
+        await async_release_storage(self._hass, self._entry)
+
+    async def _build(self) -> AgentRuntime:
+        hass, entry = self._hass, self._entry
+        try:
+            await hass.async_add_executor_job(_load, self._accesses)
+        except Exception:
+            _LOGGER.exception("Loading the agent's libraries for %s failed", entry.title)
+            raise
+        # Loaded by _load in the executor: these imports only look them up.
+        from .agent.guard import install_redaction
+        from .agent.runtime import MEMORY_THREADS, AgentRuntime, memory_checkpointer
+        from .persistence import async_acquire_storage, report_threads_failure
+        from .tools.effects import EffectGate
+
+        # Set first: acquiring registers the entry even when opening then fails.
+        self._holds_storage = True
+        storage = await async_acquire_storage(hass, entry)
+        # Critical effects of the agents' tool calls wait for a yes (tools/effects.py).
+        entry.async_on_unload(EffectGate.acquire(hass).release_use)
+        # The storage's parts heal (storage/healing/): while a database is down they go on
+        # in memory by themselves and write back when it works again.
+        checkpointer = storage.threads
+        if checkpointer is None:
+            # Nothing holds the conversations (the storage is closing): memory, bounded.
+            checkpointer, max_threads = memory_checkpointer(), MEMORY_THREADS
+        else:
+            max_threads = None
+        self._runtime = AgentRuntime(
+            self.access,
+            checkpointer,
+            store=storage.memory,
+            max_threads=max_threads,
+            links=storage.links,
+            ratings=storage.ratings,
+            storage_errors=storage.errors,
+            on_storage_error=partial(report_threads_failure, hass),
+        )
+        # Now every module the stack loaded has its logger: keys stay out of them too.
+        install_redaction()
+        return self._runtime
+
+
+def _import_modules() -> None:
+    """Import the stack's modules (blocking: the executor)."""
+    # LiteLLM first, so its import is the one with the frozen heap (agent/models/library.py).
+    from .agent.models import load_model_library
+
+    load_model_library()
+    for name in STACK_MODULES:
+        importlib.import_module(f"{__package__}.{name}")
+
+
+def modules_loaded() -> bool:
+    """Whether the stack's modules are loaded in this process."""
+    return all(f"{__package__}.{name}" in sys.modules for name in STACK_MODULES)
+
+
+async def async_load_modules(hass: HomeAssistant) -> None:
+    """The stack's modules, imported in the executor unless they already are (the config
+    flow's checks and forms need some of them, maybe before any entry's stack is built)."""
+    if not modules_loaded():
+        await hass.async_add_executor_job(_import_modules)
+
+
+def _load(accesses: Sequence[ModelAccess]) -> None:
+    """Import the stack and run LiteLLM's first-call warm-up (blocking: the executor)."""
+    _import_modules()
+    from .agent.models import resolve_langchain_exports, warm_up
+
+    # Compiling the graphs imports langchain-core's lazy exports on first use.
+    resolve_langchain_exports()
+    for access in accesses:
+        try:
+            warm_up(access)
+        except Exception:
+            # The turn's real call reports a bad model or a missing SDK in its own words.
+            _LOGGER.exception("Warming up LiteLLM for %s failed", access.model)
+
+
+@callback
+def async_start_stack(hass: HomeAssistant, entry: LangGraphConfigEntry) -> None:
+    """Build the entry's stack when Home Assistant has started (now, if it runs)."""
+    entry.async_on_unload(async_at_started(hass, entry.runtime_data.async_at_started))
+
+
+def library_loaded() -> bool:
+    """Whether this process has loaded the agent's model library (a stack, or the config
+    flow's key check): only then are there LiteLLM clients to close."""
+    return f"{__package__}.agent.models.lifecycle" in sys.modules
