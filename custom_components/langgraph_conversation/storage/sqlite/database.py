@@ -360,6 +360,15 @@ class _Queue:
 
     def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
         """On the thread: run the queued calls, handing back each round's results at once."""
+        try:
+            self._run_rounds(loop)
+        except BaseException:
+            # Never left marked as draining with no job running: the next call starts one.
+            with self._lock:
+                self._draining = False
+            raise
+
+    def _run_rounds(self, loop: asyncio.AbstractEventLoop) -> None:
         while calls := self._take():
             outcomes: list[tuple[asyncio.Future[Any], bool, Any]] = []
             for function, args, future in calls:
