@@ -17,9 +17,11 @@ from typing import Any, NamedTuple
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
+from custom_components.langgraph_conversation import spoken
 from custom_components.langgraph_conversation.const import MAX_REQUEST_CHARS
 from custom_components.langgraph_conversation.spoken import (
     Phrasebook,
+    async_phrasebook,
     language_line,
     resolve_language,
     shipped_languages,
@@ -211,6 +213,25 @@ LANGUAGES = sorted(EXPECTED)
 def test_every_shipped_language_has_expected_words() -> None:
     """A language file without a row in the table would go untested."""
     assert set(EXPECTED) == shipped_languages()
+
+
+async def test_the_shipped_languages_are_listed_once(
+    hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The translations folder is read for the first phrasebook only, not on every turn
+    (each read was an executor round trip); later ones still find every language."""
+    monkeypatch.setattr(spoken, "_shipped", None)
+    reads: list[frozenset[str]] = []
+
+    def counted() -> frozenset[str]:
+        reads.append(found := shipped_languages())
+        return found
+
+    monkeypatch.setattr(spoken, "shipped_languages", counted)
+    languages = random.Random(29).sample(LANGUAGES, 5)
+    for language in languages:
+        assert (await async_phrasebook(hass, language)).language == language
+    assert reads == [frozenset(EXPECTED)]
 
 
 @pytest.mark.parametrize("language", LANGUAGES)

@@ -73,8 +73,21 @@ _OUR_VERBS = {
 
 @functools.cache
 def shipped_languages() -> frozenset[str]:
-    """The languages we have a translation file for (read once, in the executor)."""
+    """The languages we have a translation file for (a directory listing: blocking)."""
     return frozenset(path.stem for path in _TRANSLATIONS.glob("*.json"))
+
+
+# The listing, once read: the files ship with the integration and change only with an
+# update, which restarts Home Assistant. Read per turn it cost an executor round trip.
+_shipped: frozenset[str] | None = None
+
+
+async def async_shipped_languages(hass: HomeAssistant) -> frozenset[str]:
+    """`shipped_languages`, read in the executor the first time only."""
+    global _shipped
+    if _shipped is None:
+        _shipped = await hass.async_add_executor_job(shipped_languages)
+    return _shipped
 
 
 def resolve_language(requested: str | None, server: str | None, shipped: Iterable[str]) -> str:
@@ -201,7 +214,7 @@ async def async_phrasebook(
 
     Home Assistant's translation cache loads each language once; later turns read it.
     """
-    shipped = await hass.async_add_executor_job(shipped_languages)
+    shipped = await async_shipped_languages(hass)
     language = resolve_language(requested, hass.config.language, shipped)
     ours = await async_get_translations(hass, language, "exceptions", {DOMAIN})
     domains = (QUESTION_DOMAINS | {entity_id.split(".", 1)[0] for entity_id in marked}) & (

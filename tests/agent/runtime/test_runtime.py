@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import replace
 import inspect
+from pathlib import Path
+import sqlite3
+import threading
 
 from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -14,6 +19,10 @@ from custom_components.langgraph_conversation.agent.events import MessageStarted
 from custom_components.langgraph_conversation.agent.graph import build_graphs
 from custom_components.langgraph_conversation.agent.models import ModelAccess, ModelSettings
 from custom_components.langgraph_conversation.agent.runtime import AgentRuntime, AgentSettings, Turn
+from custom_components.langgraph_conversation.storage.sqlite import (
+    SqliteCheckpointSaver,
+    SqliteStore,
+)
 from fakes import FakeOpenAIServer, Reply, ToolCall
 
 AGENT = AgentSettings(settings=ModelSettings(), max_tool_rounds=2)
@@ -100,3 +109,60 @@ def test_every_node_and_branch_runs_on_the_loop() -> None:
         for runnable in runnables:
             assert runnable.func is None, (kind, runnable)
             assert inspect.iscoroutinefunction(runnable.afunc), (kind, runnable)
+
+
+async def _events(stream: AsyncIterator) -> list:
+    return [event async for event in stream]
+
+
+async def test_the_pause_is_read_while_memories_are_recalled(
+    socket_enabled: None, tmp_path: Path
+) -> None:
+    """Before the graph runs, what the thread waits on (conversations file) and the
+    turn's memories (memory file) are read at once: with the memory file's thread busy,
+    the conversations file already answers; the turn then ends as usual."""
+    checkpointer = await SqliteCheckpointSaver.open(tmp_path / "threads.db")
+    store = await SqliteStore.open(tmp_path / "memory.db")
+    threads_jobs: list[object] = []
+    threads_worker = checkpointer.database._queue._worker
+    submit = threads_worker.submit
+    release = threading.Event()
+    started = threading.Event()
+
+    def hold(_connection: sqlite3.Connection) -> None:
+        started.set()
+        release.wait(timeout=30)
+
+    try:
+        async with FakeOpenAIServer() as server:
+            runtime = AgentRuntime(
+                ModelAccess("openai/gpt-test", "key", server.api_base), checkpointer, store=store
+            )
+            server.add_text("Tea it is.")
+            busy = asyncio.ensure_future(store.database.read(hold))
+            await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
+
+            def counted(*args: object, **kwargs: object) -> object:
+                threads_jobs.append(args[0])
+                return submit(*args, **kwargs)
+
+            threads_worker.submit = counted  # type: ignore[method-assign]
+            agent = replace(AGENT, memory=True)
+            turn = asyncio.ensure_future(
+                _events(runtime.run_turn(agent, _turn("t", "what tea do I like?")))
+            )
+            for _ in range(200):
+                if threads_jobs:
+                    break
+                await asyncio.sleep(0.01)
+            assert threads_jobs, "the conversations file was not read while memories waited"
+            assert not turn.done()
+            release.set()
+            await busy
+            events = await turn
+            assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Tea it is."
+            assert [m.type for m in await runtime.messages("t")] == ["human", "ai"]
+    finally:
+        release.set()
+        await store.aclose()
+        await checkpointer.aclose()

@@ -8,6 +8,7 @@ from contextlib import closing
 from pathlib import Path
 import shutil
 import sqlite3
+import threading
 
 import pytest
 
@@ -133,3 +134,86 @@ async def test_lock_is_reported_once_it_fails_and_when_it_works_again(
     assert not database.failing
     assert events.seen == ["failure: database is locked", "recovery"]
     assert await asyncio.to_thread(_notes_on_disk, path) == ["works"]
+
+
+async def _held(database: SqliteDatabase) -> tuple[asyncio.Future[None], threading.Event]:
+    """A transaction that keeps the connection's thread busy until the event is set."""
+    release = threading.Event()
+    started = threading.Event()
+
+    def hold(_connection: sqlite3.Connection) -> None:
+        started.set()
+        release.wait(timeout=30)
+
+    busy = asyncio.ensure_future(database.read(hold))
+    await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
+    return busy, release
+
+
+async def test_transactions_queued_meanwhile_run_together_each_whole(
+    database: SqliteDatabase, path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes submitted while the thread is busy take one job on it (not one round trip
+    each), run in submission order, and each is still a transaction of its own: a
+    failing one is rolled back alone, its caller gets the error, the others commit."""
+    jobs: list[object] = []
+    worker = database._queue._worker
+    submit = worker.submit
+
+    def counted(*args: object, **kwargs: object) -> object:
+        jobs.append(args[0])
+        return submit(*args, **kwargs)
+
+    monkeypatch.setattr(worker, "submit", counted)
+    busy, release = await _held(database)
+    texts = [f"note {n}" for n in range(12)]
+    failing = 5
+
+    def add(text: str, fail: bool):
+        def work(connection: sqlite3.Connection) -> str:
+            connection.execute("INSERT INTO notes (text) VALUES (?)", (text,))
+            if fail:
+                raise ValueError(text)
+            return text
+
+        return database.write(work)
+
+    writes = [
+        asyncio.ensure_future(add(text, index == failing)) for index, text in enumerate(texts)
+    ]
+    await asyncio.sleep(0)
+    release.set()
+    results = await asyncio.gather(busy, *writes, return_exceptions=True)
+    assert len(jobs) <= 2, jobs  # the busy one, then at most one for all twelve
+    assert isinstance(results[1 + failing], ValueError)
+    assert [r for r in results[1:] if not isinstance(r, Exception)] == [
+        t for i, t in enumerate(texts) if i != failing
+    ]
+    assert _notes_on_disk(path) == [t for i, t in enumerate(texts) if i != failing]
+
+
+async def test_a_transaction_cancelled_before_it_starts_never_runs(
+    database: SqliteDatabase, path: Path
+) -> None:
+    """As with the executor: a caller gone before its turn leaves nothing behind; one
+    queued after it still runs."""
+    busy, release = await _held(database)
+    dropped = asyncio.ensure_future(_add(database, "cancelled"))
+    kept = asyncio.ensure_future(_add(database, "kept"))
+    await asyncio.sleep(0)
+    dropped.cancel()
+    release.set()
+    await busy
+    await kept
+    assert dropped.cancelled()
+    assert _notes_on_disk(path) == ["kept"]
+
+
+async def test_the_thread_takes_calls_again_after_a_quiet_moment(
+    database: SqliteDatabase, path: Path
+) -> None:
+    """Once the queue ran dry, the next call starts a new job (nothing waits forever)."""
+    for round_ in range(3):
+        await asyncio.gather(*(_add(database, f"{round_}.{n}") for n in range(3)))
+        await asyncio.sleep(0.01)
+    assert _notes_on_disk(path) == [f"{r}.{n}" for r in range(3) for n in range(3)]

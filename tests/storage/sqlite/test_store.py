@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 import re
 import sqlite3
+import threading
 import zlib
 
 from freezegun.api import FrozenDateTimeFactory
@@ -23,6 +24,7 @@ from langgraph.store.base import (
 )
 import pytest
 
+from custom_components.langgraph_conversation.agent.memory import MemoryScope, recall
 from custom_components.langgraph_conversation.storage.sqlite import store as store_module
 from custom_components.langgraph_conversation.storage.sqlite.store import (
     SCHEMA_VERSION,
@@ -675,3 +677,42 @@ async def test_version_1_files_are_migrated_and_their_vectors_backfilled(db_path
         assert [i.key for i in await store.asearch(MEMORIES, query="automobile")] == ["car"]
     finally:
         await store.aclose()
+
+
+async def test_a_recall_searches_every_namespace_of_its_scope_at_once(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signed-in person's turn reads three namespaces (the person's, the user id's, the
+    household's): their searches go to the file's thread together, one job for all, not
+    one round trip each; each namespace's memory is recalled, best first."""
+    scope = MemoryScope.for_user("user-anna", "person.anna")
+    assert len(scope.reads) == 3
+    words = ["tea", "garden", "bicycle"]
+    for namespace, word in zip(scope.reads, words, strict=True):
+        await store.aput(namespace, word, {"text": f"Anna's {word} is green, the {word} {word}"})
+    queue = store.database._queue
+    jobs: list[object] = []
+    submit = queue._worker.submit
+
+    def counted(*args: object, **kwargs: object) -> object:
+        jobs.append(args[0])
+        return submit(*args, **kwargs)
+
+    release = threading.Event()
+    started = threading.Event()
+
+    def hold(_connection: sqlite3.Connection) -> None:
+        started.set()
+        release.wait(timeout=30)
+
+    busy = asyncio.ensure_future(store.database.read(hold))
+    await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
+    monkeypatch.setattr(queue._worker, "submit", counted)
+    recalling = asyncio.ensure_future(recall(store, scope, " ".join(words), 5))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    release.set()
+    await busy
+    memories = await recalling
+    assert sorted(m["id"] for m in memories) == sorted(words)
+    assert jobs == []  # all three ran in the job that was busy when they came

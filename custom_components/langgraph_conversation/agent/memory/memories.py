@@ -26,6 +26,7 @@ read as something a person once said, never obeyed.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 import functools
@@ -162,10 +163,12 @@ async def recall(store: BaseStore, scope: MemoryScope, query: str, limit: int) -
     """
     if not (words := recall_query(query)):
         return []
-    found = []
-    for namespace in scope.reads:
-        found += await store.asearch(namespace, query=words, limit=limit)
-    found = [item for item in found if (item.score or 0.0) > 0]
+    # The scope's namespaces at once: one storage round trip for all of them where the
+    # store queues its reads (storage/sqlite/database.py), not one after the other.
+    searches = await asyncio.gather(
+        *(store.asearch(namespace, query=words, limit=limit) for namespace in scope.reads)
+    )
+    found = [item for items in searches for item in items if (item.score or 0.0) > 0]
     found.sort(key=lambda item: item.score or 0.0, reverse=True)
     if found:
         floor = (found[0].score or 0.0) * RELEVANCE_FLOOR

@@ -17,7 +17,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
-from langgraph.types import Command
+from langgraph.types import Command, Interrupt
 
 from ..errors import ModelError, TurnError
 from ..events import AgentEvent, ConfirmationRequested, MessageStarted, TextDelta
@@ -166,15 +166,22 @@ class TurnRunner:
         goes on with conversations in memory, and the turn is run again there when
         nothing of it had happened yet; `on_storage_error` is told once.
         """
-        prepared = await self._prepare(agent, turn, memory, outcome)
-        for event in prepared.flagged:
-            yield event
-        run = (agent, turn, prepared.config, prepared.context, prepared.request, outcome)
         async with self._threads.lock(turn.thread_id), self._tracked():
+            # Whether the thread waits for a confirmation is read (conversations file)
+            # while the turn is prepared (its memories: the memory file): two round trips
+            # at once, not one after the other. Under the lock: a turn running on this
+            # thread is over before its pause is read.
+            prepared, pending = await asyncio.gather(
+                self._prepare(agent, turn, memory, outcome),
+                self._threads.pending_interrupts(turn.thread_id),
+            )
+            for event in prepared.flagged:
+                yield event
+            run = (agent, turn, prepared.config, prepared.context, prepared.request, outcome)
             await self._threads.touch(turn.thread_id)
             started = False
             try:
-                async for event in self._turn_events(*run):
+                async for event in self._turn_events(*run, pending=pending):
                     started = True
                     yield event
                 return
@@ -277,15 +284,20 @@ class TurnRunner:
         context: TurnContext,
         request: list[BaseMessage],
         outcome: dict[str, Any],
+        *,
+        pending: list[Interrupt] | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """The turn on the current graph; storage errors come out as _StorageFailure.
 
         A thread that waits for a confirmation is answered first: a clear yes from the
         requester resumes it (the held effects run, the model reports); anything else
         drops the held effects, and the message is then handled as a new request:
-        `request`, what the turn adds to the thread (see guarded_request).
+        `request`, what the turn adds to the thread (see guarded_request). `pending`: what
+        the thread waits on, if already read under the thread's lock (else read here).
         """
-        pause = confirmation_pause(await self._threads.pending_interrupts(turn.thread_id))
+        if pending is None:
+            pending = await self._threads.pending_interrupts(turn.thread_id)
+        pause = confirmation_pause(pending)
         if pause is not None:
             decision = decide(pause, context.requester, turn.text, context.now)
             if decision.confirmed and not agent.kind.uses_tools:

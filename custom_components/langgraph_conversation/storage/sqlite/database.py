@@ -10,6 +10,13 @@ about ten of them; a text turn about fifty, which was a quarter of the integrati
 per-turn overhead on Home Assistant's loop. aiosqlite has no public way to run a function
 on its thread, and a thread pool of one worker from the standard library does exactly that.
 
+Transactions submitted while the thread is busy wait in a queue and run together, each
+still its own transaction, in submission order; their results come back to the loop in
+one wake-up. LangGraph submits a step's writes and its checkpoint at the same moment, and
+parallel conversations submit theirs while others run: each hop costs a thread switch,
+and on a busy loop a switch waits for the interpreter lock (up to its 5 ms switch
+interval), so the hops, not SQLite, were most of a checkpoint's time.
+
 Faults of the file (locked by another program, disk full, read-only, corrupted, deleted)
 are the caller's to report: `on_failure` hears of every failed transaction and
 `on_recovery` of the first one that works again. Two faults are handled here, because
@@ -25,12 +32,15 @@ only this layer can do it without losing anything:
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+import contextlib
 import logging
 import os
 from pathlib import Path
 import sqlite3
+import threading
 from typing import Any
 
 _LOGGER = logging.getLogger(__name__)
@@ -199,6 +209,7 @@ class SqliteDatabase:
         """Use `open`, which connects and migrates."""
         self._side = side
         self._worker: ThreadPoolExecutor | None = worker
+        self._queue = _Queue(worker)
         # Set after damage: the connection is not used again until `reopen`.
         self._broken: sqlite3.Error | None = None
         self._failing = False
@@ -282,7 +293,7 @@ class SqliteDatabase:
     async def _call[T](self, function: Callable[..., T], *args: Any) -> T:
         if self._worker is None:
             raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
-        return await asyncio.get_running_loop().run_in_executor(self._worker, function, *args)
+        return await self._queue.submit(function, args)
 
     def _failed(self, error: sqlite3.Error) -> None:
         name = getattr(error, "sqlite_errorname", None) or ""
@@ -309,6 +320,92 @@ class SqliteDatabase:
             await _shut_down(worker)
         if restored and self.on_restore is not None:
             self.on_restore()
+
+
+class _Queue:
+    """Calls for the connection's thread, run in submission order, queued ones together.
+
+    One job on the worker thread runs whatever is queued when it starts (and what arrives
+    meanwhile), then hands every result back to the loop at once. A call whose caller was
+    cancelled before it started is skipped, as the executor skips a cancelled job; one
+    that started runs to its end.
+    """
+
+    def __init__(self, worker: ThreadPoolExecutor) -> None:
+        self._worker = worker
+        self._calls: deque[tuple[Callable[..., Any], tuple[Any, ...], asyncio.Future[Any]]]
+        self._calls = deque()
+        # Guards `_calls` together with `_draining`: a call queued just as the worker
+        # finds the queue empty is either seen by it or starts a new job.
+        self._lock = threading.Lock()
+        self._draining = False
+
+    def submit(self, function: Callable[..., Any], args: tuple[Any, ...]) -> asyncio.Future[Any]:
+        """Queue `function(*args)` for the thread; its future resolves on the loop."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._lock:
+            self._calls.append((function, args, future))
+            if self._draining:
+                return future
+            self._draining = True
+        try:
+            self._worker.submit(self._drain, loop)
+        except BaseException:
+            with self._lock:
+                self._draining = False
+                self._calls.clear()
+            raise
+        return future
+
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the thread: run the queued calls, handing back each round's results at once."""
+        try:
+            self._run_rounds(loop)
+        except BaseException:
+            # Never left marked as draining with no job running: the next call starts one.
+            with self._lock:
+                self._draining = False
+            raise
+
+    def _run_rounds(self, loop: asyncio.AbstractEventLoop) -> None:
+        while calls := self._take():
+            outcomes: list[tuple[asyncio.Future[Any], bool, Any]] = []
+            for function, args, future in calls:
+                # Read across threads: a cancellation that comes a moment later finds
+                # the call running, which then ends whole (its result is dropped).
+                if future.cancelled():
+                    continue
+                try:
+                    outcomes.append((future, True, function(*args)))
+                except BaseException as err:  # noqa: BLE001  handed to the caller
+                    outcomes.append((future, False, err))
+            if outcomes:
+                # A loop closed meanwhile has nobody waiting any more.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_deliver, outcomes)
+
+    def _take(self) -> list[tuple[Callable[..., Any], tuple[Any, ...], asyncio.Future[Any]]]:
+        """Everything queued now; none left means this job ends (the next call starts one)."""
+        with self._lock:
+            calls = list(self._calls)
+            self._calls.clear()
+            if not calls:
+                self._draining = False
+            return calls
+
+
+def _deliver(outcomes: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    """On the loop: the results of one round of calls to their callers."""
+    for future, ok, value in outcomes:
+        if future.cancelled():
+            continue
+        if ok:
+            future.set_result(value)
+        elif isinstance(value, StopIteration):  # a future refuses it as its exception
+            future.set_exception(RuntimeError(repr(value)))
+        else:
+            future.set_exception(value)
 
 
 async def _shut_down(worker: ThreadPoolExecutor) -> None:
