@@ -66,3 +66,18 @@ def test_the_providers_configs_are_lazy_attributes_left_to_their_calls() -> None
     for name in others:
         getattr(litellm, name)
     assert set(sys.modules) == modules
+
+
+def test_resolving_the_provider_configs_leaves_none_for_later() -> None:
+    """What image generation and embeddings resolve first: reading a config afterwards
+    imports nothing."""
+    import sys
+
+    import litellm
+    from litellm import _lazy_imports_registry
+
+    litellm_lazy.resolve_provider_configs()
+    modules = set(sys.modules)
+    for name in _lazy_imports_registry.LLM_CONFIG_NAMES:
+        assert isinstance(getattr(litellm, name), type)
+    assert set(sys.modules) == modules

@@ -41,6 +41,7 @@ from ..errors import ModelErrorKind, TurnError
 from ..events import ModelCallFinished
 from ..guard import clean_text
 from ..hooks import TurnHooks, TurnRecorder
+from ..upstream import litellm_lazy
 from ..upstream.litellm_images import no_retry_client
 from .access import ModelAccess, provider_of, same_place
 from .client_users import SHARED_CLIENT_USERS
@@ -264,6 +265,8 @@ def _takes_response_format(model: str) -> bool:
         # The SDK's resources, as any other provider's warm-up imports them (openai 3.10
         # imports every API's with the package): an Ollama chat model's leaves them out.
         resolve_openai_chat_resources()
+    # LiteLLM's provider configs, which the chat warm-up leaves out (upstream/litellm_lazy.py).
+    litellm_lazy.resolve_provider_configs()
 
     try:
         config = ProviderConfigManager.get_provider_image_generation_config(

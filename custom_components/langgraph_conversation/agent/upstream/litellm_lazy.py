@@ -8,9 +8,12 @@ Behaviour worked around (checked on LiteLLM 1.83.0):
   off the event loop (about 0.25 s and 3 MB), instead of stalls on the loop at the first
   failure. All but the providers' config classes (`LLM_CONFIG_NAMES` of
   `litellm._lazy_imports_registry`: about 200 of them, 340 modules and some 5 MiB, issue
-  #29): a call reads only its own provider's, and the warm-up's mock call of each model
-  has resolved those already (tests/agent/models/test_warm_up_imports.py checks that real
-  calls and their failures resolve nothing more).
+  #29): a chat call reads only its own provider's, and the warm-up's mock call of each
+  model has resolved those already (tests/agent/models/test_warm_up_imports.py checks that
+  real calls and their failures resolve nothing more). Image generation and embeddings
+  have no such mock call: their first-use steps in the executor resolve the configs
+  (`resolve_provider_configs`; a Gemini image's first call reads one on the loop
+  otherwise, tests/test_blocking.py).
 - The default encoding. `litellm.completion` hands every call the default tiktoken
   encoding (cl100k, cached in `litellm.main._encoding_cache`), which the Ollama code
   never uses; building it costs 40 MB and one 55 ms stretch in native code holding the
@@ -78,3 +81,13 @@ def resolve_lazy_attributes(skip: Collection[str] = ()) -> None:
     for name in _get_lazy_import_registry():
         if name not in left_out:
             getattr(litellm, name)
+
+
+def resolve_provider_configs() -> None:
+    """Resolve the providers' config classes the warm-up leaves out (blocking: executor)."""
+    if not ACTIVE:
+        return
+    from litellm._lazy_imports_registry import LLM_CONFIG_NAMES
+
+    for name in LLM_CONFIG_NAMES:
+        getattr(litellm, name)
