@@ -24,17 +24,16 @@ _WARM_UP_AND_CALL = """
 import asyncio, json, random, sys
 from typing import Any
 
-from langchain_core.messages import HumanMessage, SystemMessage
-from langchain_core.tools import StructuredTool
-
-import litellm
-from litellm._lazy_imports import _get_lazy_import_registry
-from litellm._lazy_imports_registry import LLM_CONFIG_NAMES
-
+# The integration first, as in Home Assistant (on 2026.11 httpx must be aliased first).
 from custom_components.langgraph_conversation.agent.models import (
     ModelAccess, ModelSettings, async_check_access, classify_error, warm_up,
 )
 from custom_components.langgraph_conversation.agent.models.chat import build_chat_model
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.tools import StructuredTool
+import litellm
+from litellm._lazy_imports import _get_lazy_import_registry
+from litellm._lazy_imports_registry import LLM_CONFIG_NAMES
 from fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 
 kind, rng = sys.argv[1], random.Random(int(sys.argv[2]))
