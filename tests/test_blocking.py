@@ -29,7 +29,7 @@ from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, TEST_MODEL, agent_entity_id, set_up_task_entry
-from .helpers import add_light, assist_tool_name
+from .helpers import add_light, assist_tool_name, setup_ollama_entry
 
 pytestmark = pytest.mark.isolated
 
@@ -154,6 +154,42 @@ async def test_setup_and_turns_do_not_block(
         hass, "Kitchen on", result.conversation_id, Context(), agent_id=agent_id
     )
     openai_server.add_error(500, "one failure path too")
+    await conversation.async_converse(
+        hass, "Again", result.conversation_id, Context(), agent_id=agent_id
+    )
+
+    assert _blocking_reports(caplog) == []
+
+
+async def test_ollama_setup_and_turns_do_not_block(
+    hass: HomeAssistant,
+    ollama_server: FakeOllamaServer,
+    strict_detector: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The same for an Ollama entry, whose warm-up leaves the OpenAI SDK's resources and
+    the other providers' LiteLLM configs out (issue #29): its turns need none of them."""
+    assert await async_setup_component(hass, "homeassistant", {})
+    assert await async_setup_component(hass, "conversation", {})
+    assert await async_setup_component(hass, "intent", {})
+    entry = await setup_ollama_entry(hass, ollama_server)
+    agent_id = agent_entity_id(hass, entry)
+
+    ollama_server.add_text("Hello there.")
+    result = await conversation.async_converse(hass, "Hi", None, Context(), agent_id=agent_id)
+    assert result.response.speech["plain"]["speech"] == "Hello there."
+
+    add_light(hass, "kitchen", "Kitchen Light", exposed=True)
+    calls = async_mock_service(hass, "light", "turn_on")
+    ollama_server.add_tool_calls(
+        [ToolCall(await assist_tool_name(hass, "HassTurnOn"), {"name": "Kitchen Light"})]
+    )
+    ollama_server.add_text("Done.")
+    await conversation.async_converse(
+        hass, "Kitchen on", result.conversation_id, Context(), agent_id=agent_id
+    )
+    assert len(calls) == 1
+    ollama_server.add_error(500, "one failure path too")
     await conversation.async_converse(
         hass, "Again", result.conversation_id, Context(), agent_id=agent_id
     )

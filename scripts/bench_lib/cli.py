@@ -155,7 +155,7 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
         "reloads": reloads.measure,
         "outage": outage.measure,
         "history": history.measure,
-        "imports": imports.measure,
+        "imports": lambda bench: imports.measure(bench, with_rows="imports" in figures),
     }
     wanted = {
         "latency": bool(figures & set(latency.NEEDS)),
@@ -169,7 +169,8 @@ def _steps(figures: set[str]) -> dict[str, Callable[[Bench], Awaitable[list[Row]
         "reloads": "reloads" in figures,
         "outage": "outage" in figures,
         "history": "history" in figures,
-        "imports": "imports" in figures,
+        # Figure 4's breakdown by library is made of figure 15's steps.
+        "imports": bool(figures & {"imports", "memory"}),
     }
     return {name: steps[name] for name in RUN_ORDER if wanted[name]}
 
@@ -348,7 +349,15 @@ def main(argv: list[str] | None = None) -> int:
     if panels:
         plot.draw(png, panels, "Turn overhead (wall time minus the model server's own time)")
     print(table)
-    if "imports" in raw:
+    breakdown = (
+        imports.memory_breakdown(raw["imports"]["steps"], raw["memory"])
+        if "memory" in raw and "imports" in raw
+        else ""
+    )
+    if breakdown:
+        print()
+        print(breakdown)
+    if "imports" in raw and "imports" in figures:
         print()
         print(raw["imports"]["table"])
     if notes:

@@ -38,6 +38,7 @@ from .home import (
     setup_base,
     setup_entry,
 )
+from .imports import STEPS
 from .latency import TEXT_TURN
 from .probe import BlockingCallCounter, GcPauses, LoopLagProbe, rss_bytes
 from .reloads import reload_task
@@ -154,6 +155,11 @@ async def fresh_task(spec: dict[str, Any]) -> dict[str, Any]:
                 _profile_summary(profiler, f"{spec['agent']}: config entry setup, fresh process"),
             )
         imported = _packages(set(sys.modules) - modules_before)
+        # Figure 4's breakdown (imports.memory_breakdown) leaves out the libraries that
+        # were loaded before the baseline (numpy: by the bench's own modules).
+        result["loaded_before"] = sorted(
+            step.label for step in STEPS if step.modules and step.modules[0] in modules_before
+        )
         result.update(
             setup_s=setup_end - setup_start,
             setup_stall_ms=probe.max_lag(setup_start, setup_end) * 1000,

@@ -42,3 +42,42 @@ def test_resolving_all_but_the_tokenizer_builds_no_encoding(
     stand_in = litellm_main._encoding_cache
     litellm_lazy.resolve_lazy_attributes(litellm_lazy.TOKENIZER_ATTRIBUTES)
     assert stand_in._encoding is None
+
+
+def test_the_providers_configs_are_lazy_attributes_left_to_their_calls() -> None:
+    """The names the warm-up leaves out are lazy attributes of LiteLLM, config classes
+    that LiteLLM resolves through its own registry; every other name is resolved: reading
+    it afterwards imports nothing."""
+    import sys
+
+    import litellm
+    from litellm import _lazy_imports_registry
+
+    registry = _lazy_imports._get_lazy_import_registry()
+    configs = set(_lazy_imports_registry.LLM_CONFIG_NAMES)
+    assert len(configs) > 50
+    assert configs <= set(registry)
+    assert all(name.endswith("Config") for name in configs)
+    assert {registry[name] for name in configs} == {_lazy_imports._lazy_import_llm_configs}
+    litellm_lazy.resolve_lazy_attributes(litellm_lazy.TOKENIZER_ATTRIBUTES)
+    others = set(registry) - configs - litellm_lazy.TOKENIZER_ATTRIBUTES
+    assert others
+    modules = set(sys.modules)
+    for name in others:
+        getattr(litellm, name)
+    assert set(sys.modules) == modules
+
+
+def test_resolving_the_provider_configs_leaves_none_for_later() -> None:
+    """What image generation and embeddings resolve first: reading a config afterwards
+    imports nothing."""
+    import sys
+
+    import litellm
+    from litellm import _lazy_imports_registry
+
+    litellm_lazy.resolve_provider_configs()
+    modules = set(sys.modules)
+    for name in _lazy_imports_registry.LLM_CONFIG_NAMES:
+        assert isinstance(getattr(litellm, name), type)
+    assert set(sys.modules) == modules

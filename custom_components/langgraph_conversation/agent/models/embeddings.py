@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from ..errors import ModelErrorKind
+from ..upstream import litellm_lazy
 from ..upstream.sdk_imports import FIRST_EMBEDDING_MODULES
 from .access import ModelAccess, same_place
 from .client_users import SHARED_CLIENT_USERS
@@ -59,6 +60,8 @@ def warm_up_embeddings(access: ModelAccess) -> None:
             importlib.import_module(name)
         except ImportError:
             continue  # another SDK version: its first call imports what it needs
+    # LiteLLM's provider configs, which the chat warm-up leaves out (upstream/litellm_lazy.py).
+    litellm_lazy.resolve_provider_configs()
     try:
         litellm.embedding(model=access.model, input=["warm up"], mock_response=[0.0])
     except Exception:  # noqa: BLE001  a bad model string is reported by the real call

@@ -40,13 +40,14 @@ from ..errors import ModelErrorKind, TurnError
 from ..events import ModelCallFinished
 from ..guard import clean_text
 from ..hooks import TurnHooks, TurnRecorder
+from ..upstream import litellm_lazy
 from ..upstream.litellm_images import no_retry_client
 from .access import ModelAccess, provider_of, same_place
 from .client_users import SHARED_CLIENT_USERS
 from .error_kinds import classify_error, is_retryable, retry_delay, to_model_error
 from .image_bytes import MAX_IMAGE_BYTES, ImageProblem, download_image, image_facts, may_download
 from .library import litellm
-from .lifecycle import lacks_key
+from .lifecycle import lacks_key, resolve_openai_chat_resources
 from .role_accesses import role_access
 from .roles import ModelRole, falls_back
 
@@ -260,6 +261,13 @@ def _takes_response_format(model: str) -> bool:
     gpt-image-1 refuses it and always answers base64). Blocking on first use."""
     provider, _, name = model.partition("/")
     from litellm.utils import ProviderConfigManager
+
+    if provider in _OPENAI_SDK_PROVIDERS:
+        # The SDK's resources, as any other provider's warm-up imports them (openai 3.10
+        # imports every API's with the package): an Ollama chat model's leaves them out.
+        resolve_openai_chat_resources()
+    # LiteLLM's provider configs, which the chat warm-up leaves out (upstream/litellm_lazy.py).
+    litellm_lazy.resolve_provider_configs()
 
     try:
         config = ProviderConfigManager.get_provider_image_generation_config(

@@ -14,7 +14,7 @@ from langchain_core.tools import StructuredTool
 from langchain_core.utils import function_calling as lc_function_calling
 
 from ..errors import ModelError, ModelErrorKind
-from ..upstream import heap, litellm_lazy, litellm_release
+from ..upstream import heap, litellm_lazy, litellm_release, litellm_tokenizer_json
 from .access import LEAN_STREAM_PROVIDERS, ModelAccess, ModelSettings, provider_of
 from .chat import NO_TOKEN_COUNTING, build_chat_model
 from .client_users import SHARED_CLIENT_USERS
@@ -83,17 +83,30 @@ def warm_up(access: ModelAccess) -> None:
     litellm_lazy.resolve_lazy_attributes(litellm_lazy.TOKENIZER_ATTRIBUTES if lean else ())
     resolve_langchain_exports()
     build_chat_model(access, ModelSettings()).bind_tools([_WARM_UP_TOOL])
-    # openai 3.26 (Home Assistant 2026.11's pin) imports its API resources lazily: the
-    # client's first request resolves `from .resources.chat import AsyncChat` through the
-    # package's __getattr__ and a relative import_module, on the event loop. Resolving
-    # the packages' exports here caches them; earlier versions import them eagerly.
+    if provider_of(access.model) not in _LOCAL_PROVIDERS:
+        resolve_openai_chat_resources()
+    # LiteLLM's parsed tokenizer JSON, never read again (upstream/litellm_tokenizer_json.py).
+    litellm_tokenizer_json.drop_parsed_tokenizer()
+    # What the (first) warm-up imported lives as long as the process too.
+    heap.freeze_after_first_warm_up()
+    _WARMED_PROVIDERS.add(provider_of(access.model))
+
+
+def resolve_openai_chat_resources() -> None:
+    """Import the OpenAI SDK's chat resources now (blocking: run it in the executor).
+
+    openai 3.26 (Home Assistant 2026.11's pin) imports its API resources lazily: the
+    client's first request resolves `from .resources.chat import AsyncChat` through the
+    package's __getattr__ and a relative import_module, on the event loop. Resolving the
+    packages' exports here caches them; earlier versions import them eagerly. Not for
+    Ollama, whose calls LiteLLM makes with its own HTTP handler: on openai 3.10 (Home
+    Assistant 2026.10's pin) the resources package imports every API of the SDK, 460
+    modules and 16 MiB that an Ollama setup never uses (issue #29).
+    """
     for package in ("openai.resources.chat", "openai.resources.chat.completions"):
         module = importlib.import_module(package)
         for name in getattr(module, "__all__", ()):
             getattr(module, name)
-    # What the (first) warm-up imported lives as long as the process too.
-    heap.freeze_after_first_warm_up()
-    _WARMED_PROVIDERS.add(provider_of(access.model))
 
 
 def resolve_langchain_exports() -> None:
