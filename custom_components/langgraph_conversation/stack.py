@@ -85,6 +85,9 @@ class EntryStack:
         self._runtime: AgentRuntime | None = None
         self._closed = False
         self._holds_storage = False
+        # The executor's part of the build (imports, warm-up): it cannot be stopped once
+        # running, so closing waits for it (nothing it starts may outlive an unload).
+        self._loading: asyncio.Future[None] | None = None
 
     @property
     def runtime(self) -> AgentRuntime:
@@ -149,6 +152,10 @@ class EntryStack:
             task.cancel()
             # The build releases what it took when cancelled (_build).
             await asyncio.gather(task, return_exceptions=True)
+        if self._loading is not None and not self._loading.done():
+            # A warm-up still running would start LiteLLM's logging thread after the
+            # shared clients were closed: the unload waits for its end instead.
+            await asyncio.gather(self._loading, return_exceptions=True)
         if self._runtime is not None:
             await self._runtime.aclose()
 
@@ -163,8 +170,11 @@ class EntryStack:
 
     async def _build(self) -> AgentRuntime:
         hass, entry = self._hass, self._entry
+        self._loading = hass.async_add_executor_job(_load, self._accesses)
         try:
-            await hass.async_add_executor_job(_load, self._accesses)
+            # Shielded: a cancelled build leaves the executor's job to finish, and aclose
+            # awaits it.
+            await asyncio.shield(self._loading)
         except Exception:
             _LOGGER.exception("Loading the agent's libraries for %s failed", entry.title)
             raise
