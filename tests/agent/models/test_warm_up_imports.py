@@ -66,6 +66,12 @@ async def main():
         server.add_text("OK")
         await async_check_access(access, 30)
         model = build_chat_model(access, ModelSettings()).bind_tools(TOOLS)
+        # A turn's first streamed call, as the graph makes it: nothing left to import.
+        server.add_text("Ready.")
+        before_first = set(sys.modules)
+        async for _chunk in model.astream([HumanMessage("Are you there?")]):
+            pass
+        imported_by_first_turn_call = sorted(set(sys.modules) - before_first)
         rooms, texts = [], []
         for _ in range(3):
             room = rng.choice(ROOMS)
@@ -97,6 +103,7 @@ async def main():
             "provider_modules_imported_by_calls": sorted(
                 name for name in set(sys.modules) - modules if name.startswith("litellm.llms")
             ),
+            "imported_by_first_turn_call": imported_by_first_turn_call,
             "configs_resolved": len(resolved & set(LLM_CONFIG_NAMES)),
             "configs": len(LLM_CONFIG_NAMES),
             "after_warm_up": after_warm_up,
@@ -129,8 +136,10 @@ def _nothing_left_for_the_calls(result: dict) -> None:
     assert len(result["kinds"]) == 3
     assert all(result["kinds"])
     assert result["resolved_by_calls"] == []
-    # No provider module either (where the config classes live). The first real call
-    # still imports a few of LiteLLM's own (its service logger, MCP handlers), as before.
+    # Nor any module at all on a turn's first call (langchain-core's tracers, LiteLLM's
+    # service logger, anyio's backend: imported by the warm-up, upstream/sdk_imports.py).
+    assert result["imported_by_first_turn_call"] == [], result["imported_by_first_turn_call"]
+    # No provider module either (where the config classes live).
     assert result["provider_modules_imported_by_calls"] == []
     assert 0 < result["configs_resolved"] < result["configs"] / 4
 

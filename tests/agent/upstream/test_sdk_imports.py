@@ -1,4 +1,4 @@
-"""Contract of agent/upstream/sdk_imports.py: the private modules the first embedding
+"""Contract of agent/upstream/sdk_imports.py: the private modules the first embedding (and chat)
 request imports still exist under those names and are what the SDKs use, on the releases
 Home Assistant pins.
 
@@ -48,3 +48,18 @@ def test_anyio_and_litellm_modules_hold_what_their_callers_take() -> None:
     backend = importlib.import_module("anyio._backends._asyncio")
     assert backend.backend_class.__name__ == "AsyncIOBackend"
     assert hasattr(importlib.import_module("litellm._service_logger"), "ServiceLogging")
+
+
+def test_the_first_chat_modules_are_the_public_ones_then_the_checked_private_ones() -> None:
+    assert (
+        *sdk_imports.CHAT_PUBLIC_MODULES,
+        *sdk_imports.ANYIO_PRIVATE,
+        *sdk_imports.LITELLM_CHAT_PRIVATE,
+    ) == sdk_imports.FIRST_CHAT_MODULES
+
+
+@pytest.mark.parametrize("name", sdk_imports.FIRST_CHAT_MODULES)
+def test_each_first_chat_module_exists_under_its_name(name: str) -> None:
+    """On these releases each is there: the warm-up's import of it is not skipped (that a
+    first call then imports nothing is tests/agent/models/test_warm_up_imports.py's)."""
+    assert importlib.import_module(name).__name__ == name

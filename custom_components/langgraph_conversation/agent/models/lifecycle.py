@@ -15,6 +15,7 @@ from langchain_core.utils import function_calling as lc_function_calling
 
 from ..errors import ModelError, ModelErrorKind
 from ..upstream import heap, litellm_lazy, litellm_release, litellm_tokenizer_json
+from ..upstream.sdk_imports import FIRST_CHAT_MODULES
 from .access import LEAN_STREAM_PROVIDERS, ModelAccess, ModelSettings, provider_of
 from .chat import NO_TOKEN_COUNTING, build_chat_model
 from .client_users import SHARED_CLIENT_USERS
@@ -83,6 +84,9 @@ def warm_up(access: ModelAccess) -> None:
     litellm_lazy.resolve_lazy_attributes(litellm_lazy.TOKENIZER_ATTRIBUTES if lean else ())
     resolve_langchain_exports()
     build_chat_model(access, ModelSettings()).bind_tools([_WARM_UP_TOOL])
+    # What the first real call would still import on the loop: langchain-core's tracers,
+    # LiteLLM's service logger, anyio's backend (upstream/sdk_imports.py).
+    _import_present(FIRST_CHAT_MODULES)
     if provider_of(access.model) not in _LOCAL_PROVIDERS:
         resolve_openai_chat_resources()
     # LiteLLM's parsed tokenizer JSON, never read again (upstream/litellm_tokenizer_json.py).
@@ -90,6 +94,16 @@ def warm_up(access: ModelAccess) -> None:
     # What the (first) warm-up imported lives as long as the process too.
     heap.freeze_after_first_warm_up()
     _WARMED_PROVIDERS.add(provider_of(access.model))
+
+
+def _import_present(names: tuple[str, ...]) -> None:
+    """Import each module that this install has (a public module may move in a release:
+    then the first call imports what replaced it, once, as before)."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            _LOGGER.debug("No module %s to import ahead", name)
 
 
 def resolve_openai_chat_resources() -> None:

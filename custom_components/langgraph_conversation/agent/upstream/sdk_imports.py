@@ -1,4 +1,5 @@
-"""The modules a first embedding request imports, by their private names.
+"""The modules a first embedding request, or a first chat call, imports, by their private
+names.
 
 Behaviour worked around (checked on the OpenAI SDK 2.15.0, 3.10.0 and 3.26.0 and anyio
 4.10.0, 4.14.2 and 4.15.1: the releases Home Assistant 2026.2, 2026.10 and 2026.11 pin;
@@ -9,6 +10,13 @@ asyncio backend (`anyio._backends._asyncio`, imported when the SDK first runs a 
 in a thread) and LiteLLM's service logger (`litellm._service_logger`). The warm-up imports
 them in the executor instead; the 3.x SDK imports each resource lazily, on a client's
 first use of it, so its embedding resource is named too.
+A first streamed chat call through langchain-litellm (checked on LiteLLM 1.83.0 and
+langchain-core 1.3) imports anyio's backend and LiteLLM's service logger too, with its
+Prometheus services integration, its MCP tool handler for chat completions (a call with
+tools checks them for MCP tools; it imports `litellm.proxy._experimental.mcp_server`), and
+langchain-core's tracers (its callback manager sets them up on the first run): about 20 ms
+on the event loop, on the first turn after a start.
+The warm-up imports them in the executor instead (FIRST_CHAT_MODULES).
 
 The OpenAI SDK and anyio are pinned by Home Assistant itself (package_constraints.txt),
 to a different release in each; the manifest cannot pin them without conflicting. On a
@@ -50,3 +58,32 @@ def _first_embedding_modules() -> tuple[str, ...]:
 
 
 FIRST_EMBEDDING_MODULES = _first_embedding_modules()
+
+
+# A first streamed chat call's modules besides the provider's (which LiteLLM's own warm-up
+# call imports): public ones first, imported when present, then the checked private ones.
+CHAT_PUBLIC_MODULES = (
+    "langchain_core.env",
+    "langchain_core.tracers.context",
+    "langchain_core.tracers.langchain",
+    "langchain_core.tracers.run_collector",
+    "langchain_core.tracers.stdout",
+    "langchain_core.messages.block_translators.langchain_v0",
+    "langsmith.run_helpers",
+    "litellm.integrations.prometheus_services",
+)
+# LiteLLM's service logger, and its MCP handler with the private server utilities it imports.
+LITELLM_CHAT_PRIVATE = (*LITELLM_PRIVATE, "litellm.responses.mcp.chat_completions_handler")
+_CHAT_INSTEAD = "the first chat call imports its private modules on the event loop"
+
+
+def _first_chat_modules() -> tuple[str, ...]:
+    modules = list(CHAT_PUBLIC_MODULES)
+    if matches("anyio", CHECKED_ANYIO, "importing anyio's asyncio backend", _CHAT_INSTEAD):
+        modules += ANYIO_PRIVATE
+    if matches("litellm", CHECKED_LITELLM, "importing LiteLLM's service logger", _CHAT_INSTEAD):
+        modules += LITELLM_CHAT_PRIVATE
+    return tuple(modules)
+
+
+FIRST_CHAT_MODULES = _first_chat_modules()
