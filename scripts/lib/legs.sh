@@ -192,9 +192,11 @@ ensure_rootfs_extras() {
 }
 
 # Copies a file into place whole (a copy then a rename): two legs entering the same root
-# at once must never see the other's half-written CA bundle.
+# at once must never see the other's half-written CA bundle. The temporary name carries
+# $BASHPID, not $$: legs that scripts/test --jobs runs side by side are subshells of one
+# shell and share its $$.
 copy_whole() {
-    cp -L "$1" "$2.$$.tmp" 2>/dev/null && mv -f "$2.$$.tmp" "$2" || { rm -f "$2.$$.tmp"; return 1; }
+    cp -L "$1" "$2.$BASHPID.tmp" 2>/dev/null && mv -f "$2.$BASHPID.tmp" "$2" || { rm -f "$2.$BASHPID.tmp"; return 1; }
 }
 
 # Files that must be fresh in the root filesystem at every entry.

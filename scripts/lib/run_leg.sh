@@ -25,6 +25,9 @@ status=0
 # must not read each other's lint, JUnit or coverage files.
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/lgc-$LGC_LEG.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
+# Coverage's data file too: by default it is .coverage in the repository, which two legs
+# running at once (scripts/test --jobs) would erase and append to under each other.
+export COVERAGE_FILE=$scratch/.coverage
 echo "== leg $LGC_LEG: ruff"
 if ! ruff check --no-cache custom_components fakes tests scripts 2>/dev/null >"$scratch/ruff.txt"; then
     cat "$scratch/ruff.txt"
@@ -61,12 +64,14 @@ if [ $# -eq 0 ] && [ -z "${LGC_PYTEST_ARGS:-}" ]; then
     }
     mapfile -t isolated < <(grep '::' <<<"$collected")
     append=()
+    isolated_start=$(date +%s)
     for number in "${!isolated[@]}"; do
         python -m pytest "${common[@]}" --cov-report= "${append[@]}" \
             --junitxml="$junit_isolated/$number.xml" -q "${isolated[$number]}" ||
             pytest_status=$?
         append=(--cov-append)
     done
+    echo "== leg $LGC_LEG: ${#isolated[@]} first-use tests, each in its own interpreter, took $(($(date +%s) - isolated_start))s"
     set -- -m "not isolated" "${append[@]}"
 fi
 # shellcheck disable=SC2086  # LGC_PYTEST_ARGS is a word list on purpose
