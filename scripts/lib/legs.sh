@@ -234,7 +234,7 @@ in_leg() {
     local -a passthrough=()
     local name
     for name in LANGGRAPH_MODEL LANGGRAPH_API_KEY LANGGRAPH_API_BASE LGC_PYTEST_ARGS LGC_DEVELOP_PORT \
-        LGC_LOCAL_MODEL CI TERM; do
+        LGC_LOCAL_MODEL LGC_COVERAGE CI TERM; do
         [ -n "${!name:-}" ] && passthrough+=("$name=${!name}")
     done
     # A private mount namespace: every mount below disappears with the last process.
