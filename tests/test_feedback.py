@@ -8,7 +8,11 @@ import sqlite3
 from typing import Any
 
 import pytest
-from pytest_homeassistant_custom_component.common import MockConfigEntry, MockUser
+from pytest_homeassistant_custom_component.common import (
+    MockConfigEntry,
+    MockUser,
+    async_capture_events,
+)
 
 from custom_components.langgraph_conversation.const import DOMAIN, EVENT_ACTIVITY
 from custom_components.langgraph_conversation.diagnostics import (
@@ -16,7 +20,7 @@ from custom_components.langgraph_conversation.diagnostics import (
 )
 from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
-from homeassistant.core import Context, Event, HomeAssistant
+from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import ServiceValidationError, Unauthorized
 
 from .conftest import agent_entity_id
@@ -51,8 +55,9 @@ async def test_rating_is_stored_exported_counted_and_reported(
     """A person rates their own answers; export shows them, diagnostics counts them, an
     activity event reports them without the comment; others need an administrator."""
     agent = agent_entity_id(hass, setup_integration)
-    events: list[Event] = []
-    hass.bus.async_listen(EVENT_ACTIVITY, events.append)
+    # Recorded by a callback, in the order fired (a plain function would be run in the
+    # executor, where two events may be appended in either order).
+    events = async_capture_events(hass, EVENT_ACTIVITY)
     person = Context(user_id=hass_read_only_user.id)
     openai_server.add_text("First answer.")
     first = await conversation.async_converse(hass, "One", None, person, agent_id=agent)

@@ -192,9 +192,11 @@ ensure_rootfs_extras() {
 }
 
 # Copies a file into place whole (a copy then a rename): two legs entering the same root
-# at once must never see the other's half-written CA bundle.
+# at once must never see the other's half-written CA bundle. The temporary name carries
+# $BASHPID, not $$: legs that scripts/test --jobs runs side by side are subshells of one
+# shell and share its $$.
 copy_whole() {
-    cp -L "$1" "$2.$$.tmp" 2>/dev/null && mv -f "$2.$$.tmp" "$2" || { rm -f "$2.$$.tmp"; return 1; }
+    cp -L "$1" "$2.$BASHPID.tmp" 2>/dev/null && mv -f "$2.$BASHPID.tmp" "$2" || { rm -f "$2.$BASHPID.tmp"; return 1; }
 }
 
 # Files that must be fresh in the root filesystem at every entry.
@@ -232,7 +234,7 @@ in_leg() {
     local -a passthrough=()
     local name
     for name in LANGGRAPH_MODEL LANGGRAPH_API_KEY LANGGRAPH_API_BASE LGC_PYTEST_ARGS LGC_DEVELOP_PORT \
-        LGC_LOCAL_MODEL CI TERM; do
+        LGC_LOCAL_MODEL LGC_COVERAGE CI TERM; do
         [ -n "${!name:-}" ] && passthrough+=("$name=${!name}")
     done
     # A private mount namespace: every mount below disappears with the last process.

@@ -25,6 +25,9 @@ status=0
 # must not read each other's lint, JUnit or coverage files.
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/lgc-$LGC_LEG.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
+# Coverage's data file too: by default it is .coverage in the repository, which two legs
+# running at once (scripts/test --jobs) would erase and append to under each other.
+export COVERAGE_FILE=$scratch/.coverage
 echo "== leg $LGC_LEG: ruff"
 if ! ruff check --no-cache custom_components fakes tests scripts 2>/dev/null >"$scratch/ruff.txt"; then
     cat "$scratch/ruff.txt"
@@ -45,7 +48,16 @@ junit=$scratch/junit.xml
 rm -rf "$junit" "$junit_isolated"
 mkdir -p "$junit_isolated"
 pytest_status=0
-common=(-p no:cacheprovider --cov --cov-report=xml:$scratch/coverage.xml)
+common=(-p no:cacheprovider)
+# Coverage is measured on the legs whose Python has sys.monitoring for branches (3.14 and
+# later: coverage's "sysmon" core, about a tenth more CPU). On older ones only the C
+# tracer can measure branches, and it makes the suite's CPU time about 1.7 times as long,
+# so those legs run without it unless LGC_COVERAGE=1 asks for it.
+if [ "${LGC_COVERAGE:-}" != 1 ] && ! python -c 'import sys; sys.exit(sys.version_info < (3, 14))'; then
+    echo "== leg $LGC_LEG: no coverage on Python $(python -c 'import sys; print("%d.%d" % sys.version_info[:2])') (the Python 3.14 legs report it; LGC_COVERAGE=1 measures it here too)"
+else
+    common+=(--cov --cov-report=xml:$scratch/coverage.xml)
+fi
 # A leg on a core newer than the test plugin's pin loads the plugin's compatibility shims
 # first (tests/compat_newest.py; pytest imports -p modules before installed plugins).
 if grep -q '^# lgc-core:' "requirements_test_${LGC_LEG}.txt"; then
@@ -61,12 +73,14 @@ if [ $# -eq 0 ] && [ -z "${LGC_PYTEST_ARGS:-}" ]; then
     }
     mapfile -t isolated < <(grep '::' <<<"$collected")
     append=()
+    isolated_start=$(date +%s)
     for number in "${!isolated[@]}"; do
         python -m pytest "${common[@]}" --cov-report= "${append[@]}" \
             --junitxml="$junit_isolated/$number.xml" -q "${isolated[$number]}" ||
             pytest_status=$?
         append=(--cov-append)
     done
+    echo "== leg $LGC_LEG: ${#isolated[@]} first-use tests, each in its own interpreter, took $(($(date +%s) - isolated_start))s"
     set -- -m "not isolated" "${append[@]}"
 fi
 # shellcheck disable=SC2086  # LGC_PYTEST_ARGS is a word list on purpose

@@ -270,23 +270,27 @@ async def test_endless_slow_stream_is_cut_at_the_deadline(
     hass: HomeAssistant,
     setup_integration: MockConfigEntry,
     openai_server: FakeOpenAIServer,
-    agent_overrides: dict[str, Any],
 ) -> None:
     """Every read comes in time (a chunk every 20 ms), yet the answer never ends: it is
-    cut at twice the request timeout, and the user hears why."""
-    timeout = agent_overrides[CONF_REQUEST_TIMEOUT]
+    cut at the turn's deadline (twice the request timeout), and the user hears why.
+
+    Asserted on the effects, not on a stopwatch (a busy machine stretches any elapsed
+    time): the user gets the deadline's sentence (the text so far stays far below the
+    size bound, so no other cut applies), the stream ends because the client hung up,
+    nothing is retried, and the thread keeps only whole turns."""
     first = await ask(hass, setup_integration, "Hello")
     openai_server.add(Reply(text="la ", endless=True, chunk_size=3, chunk_delay=0.02))
 
-    started = time.perf_counter()
     result = await ask(hass, setup_integration, "Sing", first.conversation_id)
-    elapsed = time.perf_counter() - started
 
     assert_sentence(result, "answer_too_slow")
-    assert 2 * timeout <= elapsed < 2 * timeout + 3, elapsed
-    # The client hung up: the server's response ended; no second attempt was made.
+    # The client hung up: the server's endless response ended; no second attempt was made.
     await _wait_for_responses(openai_server, 2)
     assert openai_server.request_count == 2
+    # The cut turn left nothing half-said in the thread.
+    messages = await thread_messages(setup_integration, first.conversation_id)
+    assert_thread_consistent(messages)
+    assert pairs(messages) == [("human", "Hello"), ("ai", "OK")]
     await _assert_next_turn_works(hass, setup_integration, openai_server, first.conversation_id)
 
 

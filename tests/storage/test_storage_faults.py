@@ -33,6 +33,7 @@ import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.const import DOMAIN
+from custom_components.langgraph_conversation.storage.sqlite import database as sqlite_database
 from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
@@ -243,6 +244,25 @@ async def _assert_nothing_lost(
 
 # -- locked by another program ---------------------------------------------------------
 
+# How long a write waits for another program's lock before the file counts as down, in
+# these tests. The files' own wait (busy_timeout, 5 s: storage/sqlite/database.py) is
+# for a program that lets go soon; the locker here holds on until told, so every write
+# that meets it fails either way, only later. The integration has one connection per file,
+# so nothing of its own waits on this timeout.
+SHORT_BUSY_TIMEOUT_MS = 300
+
+
+@pytest.fixture
+def short_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The files' connections wait SHORT_BUSY_TIMEOUT_MS for a lock (set before the
+    entry opens them)."""
+    pragmas = tuple(
+        f"PRAGMA busy_timeout = {SHORT_BUSY_TIMEOUT_MS}" if "busy_timeout" in pragma else pragma
+        for pragma in sqlite_database._PRAGMAS
+    )
+    assert pragmas != sqlite_database._PRAGMAS
+    monkeypatch.setattr(sqlite_database, "_PRAGMAS", pragmas)
+
 
 def _lock(paths: list[Path]) -> subprocess.Popen[str]:
     locker = subprocess.Popen(
@@ -266,7 +286,10 @@ def _unlock(locker: subprocess.Popen[str]) -> None:
 
 
 async def test_files_locked_by_another_program_while_running(
-    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+    short_busy_timeout: None,
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
 ) -> None:
     """Another program holds both files: issues, answers from memory, and once it lets go
     everything said meanwhile is in the files without a reload."""
@@ -303,7 +326,10 @@ async def test_files_locked_by_another_program_while_running(
 
 
 async def test_files_locked_by_another_program_at_start(
-    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+    short_busy_timeout: None,
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
 ) -> None:
     """Locked while the entry sets up: it starts in memory and picks the files up by itself
     once they are free, the turn of the outage after the files' own history."""
@@ -335,6 +361,7 @@ async def test_files_locked_by_another_program_at_start(
 
 
 async def test_closing_during_a_fault_says_what_was_not_written(
+    short_busy_timeout: None,
     hass: HomeAssistant,
     setup_integration: MockConfigEntry,
     openai_server: FakeOpenAIServer,

@@ -27,6 +27,7 @@ from pytest_homeassistant_custom_component.common import (
     MockConfigEntry,
     MockPlatform,
     MockUser,
+    async_capture_events,
     async_mock_service,
     mock_platform,
 )
@@ -193,8 +194,7 @@ async def test_the_cameras_picture_reaches_only_the_looking_model(
     rng = random.Random(SEED)
     exposed = [e for e in cameras.entities if e != UNEXPOSED]
     questions = ["Who is at the door?", "Is there a car?", "Did the parcel arrive?", "Any cats?"]
-    events: list[Event] = []
-    hass.bus.async_listen(EVENT_ACTIVITY, events.append)
+    events = async_capture_events(hass, EVENT_ACTIVITY)
     for turn in range(8):
         entity_id = rng.choice(exposed)
         camera = cameras.entities[entity_id]
@@ -472,8 +472,7 @@ async def test_the_picture_is_kept_nowhere(
     for name in ("LiteLLM", "openai", "httpx", "custom_components.langgraph_conversation"):
         caplog.set_level(logging.DEBUG, logger=name)
     cameras = await setup_cameras(hass)
-    events: list[Event] = []
-    hass.bus.async_listen(MATCH_ALL, events.append)
+    events = async_capture_events(hass, MATCH_ALL)
     conversation_ids = []
     for name in ("Front Door", "Driveway"):
         openai_server.add_tool_calls([ToolCall(LOOK_TOOL, {"name": name, "question": "Who?"})])
@@ -582,8 +581,7 @@ async def test_the_activity_event_says_which_camera_and_who(
     await setup_cameras(hass)
     user = MockUser(name="Alice", is_owner=True).add_to_hass(hass)
     hass.states.async_set("person.alice", "home", {"user_id": user.id, "friendly_name": "Alice"})
-    events: list[Event] = []
-    hass.bus.async_listen(EVENT_ACTIVITY, events.append)
+    events = async_capture_events(hass, EVENT_ACTIVITY)
     openai_server.add_tool_calls([ToolCall(LOOK_TOOL, {"name": "Garden", "question": "Who?"})])
     openai_server.add_text("A fox.")
     openai_server.add_text("A fox is in the garden.")
