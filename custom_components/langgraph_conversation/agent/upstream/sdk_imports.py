@@ -43,21 +43,28 @@ PUBLIC_MODULES = ("openai.resources", "openai.resources.embeddings")
 ANYIO_PRIVATE = ("anyio._backends._asyncio",)
 LITELLM_PRIVATE = ("litellm._service_logger",)
 
-_INSTEAD = "the first embedding request imports its private modules on the event loop"
 
-
-def _first_embedding_modules() -> tuple[str, ...]:
-    modules = list(PUBLIC_MODULES)
-    if matches("openai", CHECKED_OPENAI, "importing the SDK's embedding modules", _INSTEAD):
+def _first_call_modules(
+    call: str, public: tuple[str, ...], litellm_private: tuple[str, ...], *, sdk_parser: bool
+) -> tuple[str, ...]:
+    """`public`, then each library's private modules where its release is a checked one
+    (the SDK's embedding parser only for `sdk_parser`)."""
+    instead = f"the first {call} imports its private modules on the event loop"
+    modules = list(public)
+    if sdk_parser and matches(
+        "openai", CHECKED_OPENAI, "importing the SDK's embedding modules", instead
+    ):
         modules += OPENAI_PRIVATE[installed("openai")]
-    if matches("anyio", CHECKED_ANYIO, "importing anyio's asyncio backend", _INSTEAD):
+    if matches("anyio", CHECKED_ANYIO, "importing anyio's asyncio backend", instead):
         modules += ANYIO_PRIVATE
-    if matches("litellm", CHECKED_LITELLM, "importing LiteLLM's service logger", _INSTEAD):
-        modules += LITELLM_PRIVATE
+    if matches("litellm", CHECKED_LITELLM, "importing LiteLLM's service logger", instead):
+        modules += litellm_private
     return tuple(modules)
 
 
-FIRST_EMBEDDING_MODULES = _first_embedding_modules()
+FIRST_EMBEDDING_MODULES = _first_call_modules(
+    "embedding request", PUBLIC_MODULES, LITELLM_PRIVATE, sdk_parser=True
+)
 
 
 # A first streamed chat call's modules besides the provider's (which LiteLLM's own warm-up
@@ -74,16 +81,6 @@ CHAT_PUBLIC_MODULES = (
 )
 # LiteLLM's service logger, and its MCP handler with the private server utilities it imports.
 LITELLM_CHAT_PRIVATE = (*LITELLM_PRIVATE, "litellm.responses.mcp.chat_completions_handler")
-_CHAT_INSTEAD = "the first chat call imports its private modules on the event loop"
-
-
-def _first_chat_modules() -> tuple[str, ...]:
-    modules = list(CHAT_PUBLIC_MODULES)
-    if matches("anyio", CHECKED_ANYIO, "importing anyio's asyncio backend", _CHAT_INSTEAD):
-        modules += ANYIO_PRIVATE
-    if matches("litellm", CHECKED_LITELLM, "importing LiteLLM's service logger", _CHAT_INSTEAD):
-        modules += LITELLM_CHAT_PRIVATE
-    return tuple(modules)
-
-
-FIRST_CHAT_MODULES = _first_chat_modules()
+FIRST_CHAT_MODULES = _first_call_modules(
+    "chat call", CHAT_PUBLIC_MODULES, LITELLM_CHAT_PRIVATE, sdk_parser=False
+)
