@@ -4,6 +4,8 @@ arrives earlier starts that same build and waits for it (stack.py)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
@@ -97,5 +99,26 @@ async def test_unload_during_the_warm_up_leaves_no_task(
     hass.set_state(CoreState.running)
     hass.bus.async_fire(EVENT_HOMEASSISTANT_STARTED)
     await hass.async_block_till_done()
+    assert not stack.built
+    assert DATA_STORAGE not in hass.data
+
+
+async def test_a_stop_during_the_build_waits_for_its_imports_to_end(
+    hass: HomeAssistant, config_entry: MockConfigEntry
+) -> None:
+    """Home Assistant stopped right after its start, while the stack still loads: its stop
+    cancels the executor futures it tracks, yet the stack waits for the loading thread
+    itself, so nothing that thread starts (LiteLLM's logging thread) outlives the stop
+    (the test's teardown fails on any thread left running)."""
+    await _set_up_while_starting(hass, config_entry)
+    stack = config_entry.runtime_data
+    hass.set_state(CoreState.running)
+    hass.bus.async_fire(EVENT_HOMEASSISTANT_STARTED)
+    await asyncio.sleep(0)
+    assert stack.started
+    assert not stack.built
+
+    await hass.async_stop()
+
     assert not stack.built
     assert DATA_STORAGE not in hass.data

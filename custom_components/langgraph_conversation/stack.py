@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+import contextlib
 from functools import partial
 import importlib
 import logging
@@ -66,6 +67,11 @@ STACK_MODULES = (
 )
 
 
+# How long closing waits for a load still running in the executor (imports and LiteLLM's
+# warm-up take seconds on a small box; a hung one must not hold Home Assistant's stop).
+LOAD_END_WAIT = 60.0
+
+
 class EntryStack:
     """One entry's runtime data: its model access at once, its `AgentRuntime` once built."""
 
@@ -88,6 +94,10 @@ class EntryStack:
         # The executor's part of the build (imports, warm-up): it cannot be stopped once
         # running, so closing waits for it (nothing it starts may outlive an unload).
         self._loading: asyncio.Future[None] | None = None
+        # Set by the executor's thread itself when its part ends: Home Assistant's stop
+        # cancels the executor futures it tracks, `_loading` among them, while the
+        # thread goes on.
+        self._load_ended = asyncio.Event()
 
     @property
     def runtime(self) -> AgentRuntime:
@@ -152,10 +162,12 @@ class EntryStack:
             task.cancel()
             # The build releases what it took when cancelled (_build).
             await asyncio.gather(task, return_exceptions=True)
-        if self._loading is not None and not self._loading.done():
+        if self._loading is not None and not self._load_ended.is_set():
             # A warm-up still running would start LiteLLM's logging thread after the
-            # shared clients were closed: the unload waits for its end instead.
-            await asyncio.gather(self._loading, return_exceptions=True)
+            # shared clients were closed: the unload (or the stop) waits for its end.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LOAD_END_WAIT):
+                    await self._load_ended.wait()
         if self._runtime is not None:
             await self._runtime.aclose()
 
@@ -170,7 +182,9 @@ class EntryStack:
 
     async def _build(self) -> AgentRuntime:
         hass, entry = self._hass, self._entry
-        self._loading = hass.async_add_executor_job(_load, self._accesses)
+        self._loading = hass.async_add_executor_job(
+            _load_then_tell, self._accesses, hass.loop, self._load_ended
+        )
         try:
             # Shielded: a cancelled build leaves the executor's job to finish, and aclose
             # awaits it.
@@ -232,6 +246,18 @@ async def async_load_modules(hass: HomeAssistant) -> None:
     flow's checks and forms need some of them, maybe before any entry's stack is built)."""
     if not modules_loaded():
         await hass.async_add_executor_job(_import_modules)
+
+
+def _load_then_tell(
+    accesses: Sequence[ModelAccess], loop: asyncio.AbstractEventLoop, ended: asyncio.Event
+) -> None:
+    """`_load`, then `ended` set on the loop, however the load ended."""
+    try:
+        _load(accesses)
+    finally:
+        # The loop may be gone when a load outlives Home Assistant's stop.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(ended.set)
 
 
 def _load(accesses: Sequence[ModelAccess]) -> None:
