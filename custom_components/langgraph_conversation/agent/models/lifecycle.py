@@ -5,7 +5,6 @@ config flow makes, and closing LiteLLM's shared clients when the last entry goes
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import logging
 
@@ -16,11 +15,12 @@ from langchain_core.utils import function_calling as lc_function_calling
 from ..errors import ModelError, ModelErrorKind
 from ..upstream import heap, litellm_lazy, litellm_release, litellm_tokenizer_json
 from ..upstream.sdk_imports import FIRST_CHAT_MODULES
-from .access import LEAN_STREAM_PROVIDERS, ModelAccess, ModelSettings, provider_of
-from .chat import NO_TOKEN_COUNTING, build_chat_model
+from .access import ModelAccess, ModelSettings, provider_of
+from .chat import build_chat_model
 from .client_users import SHARED_CLIENT_USERS
 from .error_kinds import to_model_error
 from .library import litellm
+from .ollama_chat import async_close_client, prepare_client
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -54,46 +54,50 @@ def register_local_model(access: ModelAccess) -> None:
 
 
 def warm_up(access: ModelAccess) -> None:
-    """Run LiteLLM's first-call lazy imports once, off the event loop.
+    """Run the first call's lazy imports once, off the event loop.
 
     The first real request would otherwise import the provider's transformation modules
     and set up the tokenizer on the event loop, which Home Assistant reports as blocking.
-    A mock response exercises the same code paths without any network traffic.
+    For LiteLLM, a mock response exercises the same code paths without any network
+    traffic; an Ollama model (ollama_chat.py) needs its client's TLS context and the
+    modules its first streamed request imports.
     """
     register_local_model(access)
-    lean = provider_of(access.model) in LEAN_STREAM_PROVIDERS
-    if lean:
-        # LiteLLM's default encoding, built only if something uses it (upstream/litellm_lazy.py).
-        litellm_lazy.spare_default_encoding()
-    with NO_TOKEN_COUNTING if lean else contextlib.nullcontext():
-        stream = litellm.completion(
-            model=access.model,
-            messages=[{"role": "user", "content": "hi"}],
-            mock_response="ok",
-            stream=True,
-        )
-        for _chunk in stream:
-            pass
-    if not lean:
-        # LiteLLM's stream wrapper counts the answer's tokens when a stream ends without
-        # usage, with the model's own encoding (o200k for OpenAI's): built here, off the
-        # loop (0.7 s, ~70 MB).
-        litellm.token_counter(model="gpt-4o", text="warm up")
-    # LiteLLM's lazy module attributes, resolved here once instead of on the loop at the
-    # first failure (upstream/litellm_lazy.py).
-    litellm_lazy.resolve_lazy_attributes(litellm_lazy.TOKENIZER_ATTRIBUTES if lean else ())
+    if provider_of(access.model) == "ollama_chat":
+        prepare_client()
+    else:
+        _warm_up_litellm(access)
     resolve_langchain_exports()
     build_chat_model(access, ModelSettings()).bind_tools([_WARM_UP_TOOL])
     # What the first real call would still import on the loop: langchain-core's tracers,
     # LiteLLM's service logger, anyio's backend (upstream/sdk_imports.py).
     _import_present(FIRST_CHAT_MODULES)
-    if provider_of(access.model) not in _LOCAL_PROVIDERS:
-        resolve_openai_chat_resources()
     # LiteLLM's parsed tokenizer JSON, never read again (upstream/litellm_tokenizer_json.py).
     litellm_tokenizer_json.drop_parsed_tokenizer()
     # What the (first) warm-up imported lives as long as the process too.
     heap.freeze_after_first_warm_up()
     _WARMED_PROVIDERS.add(provider_of(access.model))
+
+
+def _warm_up_litellm(access: ModelAccess) -> None:
+    """A mock streamed completion through LiteLLM, and what its first real call builds."""
+    stream = litellm.completion(
+        model=access.model,
+        messages=[{"role": "user", "content": "hi"}],
+        mock_response="ok",
+        stream=True,
+    )
+    for _chunk in stream:
+        pass
+    # LiteLLM's stream wrapper counts the answer's tokens when a stream ends without
+    # usage, with the model's own encoding (o200k for OpenAI's): built here, off the
+    # loop (0.7 s, ~70 MB).
+    litellm.token_counter(model="gpt-4o", text="warm up")
+    # LiteLLM's lazy module attributes, resolved here once instead of on the loop at the
+    # first failure (upstream/litellm_lazy.py).
+    litellm_lazy.resolve_lazy_attributes()
+    if provider_of(access.model) not in _LOCAL_PROVIDERS:
+        resolve_openai_chat_resources()
 
 
 def _import_present(names: tuple[str, ...]) -> None:
@@ -161,12 +165,15 @@ _WARM_UP_TOOL = StructuredTool(
 
 async def async_check_access(access: ModelAccess, timeout: float) -> None:
     """Make one minimal real request; raise ModelError if the model is unreachable."""
-    lean = provider_of(access.model) in LEAN_STREAM_PROVIDERS
     try:
-        # As in a turn, no token estimate for a lean provider: it would build the default
-        # encoding on the event loop (warm_up spares it for those providers).
         async with SHARED_CLIENT_USERS.use():
-            with NO_TOKEN_COUNTING if lean else contextlib.nullcontext():
+            if provider_of(access.model) == "ollama_chat":
+                # As a turn asks it (ollama_chat.py): what passes here works in a turn.
+                model = build_chat_model(
+                    access, ModelSettings(max_tokens=5, request_timeout=timeout)
+                )
+                await model.ainvoke([lc_messages.HumanMessage("Reply with OK.")])
+            else:
                 await litellm.acompletion(
                     **access.litellm_kwargs(),
                     messages=[{"role": "user", "content": "Reply with OK."}],
@@ -211,3 +218,4 @@ async def async_release_shared_clients() -> None:
     """
     async with SHARED_CLIENT_USERS.closing():
         await litellm_release.close_shared_clients()
+        await async_close_client()
