@@ -72,6 +72,10 @@ STACK_MODULES = (
 LOAD_END_WAIT = 60.0
 
 
+class StackFailed(HomeAssistantError):
+    """The entry's stack could not be built (the log says why); the next caller tries again."""
+
+
 class EntryStack:
     """One entry's runtime data: its model access at once, its `AgentRuntime` once built."""
 
@@ -140,19 +144,17 @@ class EntryStack:
     async def async_runtime(self) -> AgentRuntime:
         """The runtime, built now if needed; a caller's cancellation leaves the build running.
 
-        Raises a `HomeAssistantError` whose message is a sentence when the build failed.
+        Raises `StackFailed` when the build failed, and a `HomeAssistantError` saying so
+        once the entry unloads: their messages are sentences.
         """
         if self._runtime is not None:
             return self._runtime
+        build = self.start()
         try:
-            return await asyncio.shield(self.start())
-        except HomeAssistantError:
-            raise
+            return await asyncio.shield(build)
         except Exception as err:
-            # The log has the build's exception (_build).
-            raise HomeAssistantError(
-                translation_domain=DOMAIN, translation_key="turn_unknown"
-            ) from err
+            # The log has the build's exception (_build); the next caller tries again.
+            raise StackFailed(translation_domain=DOMAIN, translation_key="stack_failed") from err
 
     async def aclose(self) -> None:
         """End the runtime's turns and close it; a build still running is cancelled."""
@@ -192,6 +194,17 @@ class EntryStack:
         except Exception:
             _LOGGER.exception("Loading the agent's libraries for %s failed", entry.title)
             raise
+        try:
+            return await self._assemble()
+        except Exception:
+            # Logged here, as the loading is: nobody may await the build (it starts when
+            # Home Assistant has started), and a caller gets only a sentence.
+            _LOGGER.exception("Building the agent for %s failed", entry.title)
+            raise
+
+    async def _assemble(self) -> AgentRuntime:
+        """The runtime over the shared storage, once the libraries are loaded."""
+        hass, entry = self._hass, self._entry
         # Loaded by _load in the executor: these imports only look them up.
         from .agent.guard import install_redaction
         from .agent.runtime import MEMORY_THREADS, AgentRuntime, memory_checkpointer
