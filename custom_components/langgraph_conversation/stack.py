@@ -156,6 +156,16 @@ class EntryStack:
             # The log has the build's exception (_build); the next caller tries again.
             raise StackFailed(translation_domain=DOMAIN, translation_key="stack_failed") from err
 
+    async def async_built(self) -> bool:
+        """Whether the runtime is built, once the build (started now, or tried again, if
+        needed) has ended: False when it failed (logged) or the entry unloads. For an
+        action over every entry, which goes on without this one."""
+        try:
+            await self.async_runtime()
+        except HomeAssistantError:
+            return False
+        return True
+
     async def aclose(self) -> None:
         """End the runtime's turns and close it; a build still running is cancelled."""
         self._closed = True
