@@ -28,6 +28,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
+from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.start import async_at_started
@@ -37,7 +38,6 @@ from .const import DOMAIN
 if TYPE_CHECKING:
     from .agent.models import ModelAccess
     from .agent.runtime import AgentRuntime
-    from .runtime_entry import LangGraphConfigEntry
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -82,7 +82,9 @@ class EntryStack:
     def __init__(
         self,
         hass: HomeAssistant,
-        entry: LangGraphConfigEntry,
+        # runtime_entry.LangGraphConfigEntry names this class: spelled out here, so that
+        # this module needs nothing of that one (no import circle, not even for types).
+        entry: ConfigEntry[EntryStack],
         access: ModelAccess,
         accesses: Sequence[ModelAccess],
     ) -> None:
@@ -299,7 +301,7 @@ def _load(accesses: Sequence[ModelAccess]) -> None:
 
 
 @callback
-def async_start_stack(hass: HomeAssistant, entry: LangGraphConfigEntry) -> None:
+def async_start_stack(hass: HomeAssistant, entry: ConfigEntry[EntryStack]) -> None:
     """Build the entry's stack when Home Assistant has started (now, if it runs)."""
     entry.async_on_unload(async_at_started(hass, entry.runtime_data.async_at_started))
 
