@@ -17,6 +17,8 @@
   cross-cutting suites.
 - agent/'s subpackages are reached through their faces (their __init__.py) from outside
   them, and agent's rooms import one another without a circle.
+- The integration's rooms (its top-level modules and subpackages) import one another
+  without a circle, imports for type checking only included.
 
 Read from the source (every import statement, also inside functions), so a lazy import
 cannot slip past.
@@ -554,6 +556,56 @@ def test_the_circle_check_sees_a_circle() -> None:
     """The search finds a circle through three rooms, and none in a ladder."""
     assert _circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _circle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+def _integration_room(dotted: str) -> str | None:
+    """The integration's room a dotted module lies in: a top-level module or subpackage
+    ("stack", "agent"); None outside, or for the package itself (every import of a module
+    runs its __init__; test_nothing_imports_the_integrations_own_init checks the names)."""
+    prefix = f"{_DOTTED}."
+    if not dotted.startswith(prefix):
+        return None
+    first = dotted.removeprefix(prefix).split(".")[0]
+    place = PACKAGE / first
+    if place.with_suffix(".py").is_file() or (place / "__init__.py").is_file():
+        return first
+    return None
+
+
+def _integration_rooms_graph() -> dict[str, set[str]]:
+    """The integration's rooms and the rooms each imports: every import, those inside
+    functions and those for type checking only too."""
+    arrows: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "__init__.py":
+            continue  # sets the entries up: it imports the house, nothing imports it
+        module = _module_of(path)
+        own = _integration_room(module)
+        assert own is not None, path
+        source = path.read_text(encoding="utf-8")
+        targets = arrows.setdefault(own, set())
+        for _, dotted in _imported_modules(source, module, path.name == "__init__.py"):
+            room = _integration_room(dotted)
+            if room is not None and room != own:
+                targets.add(room)
+    return arrows
+
+
+def test_the_integrations_rooms_import_in_one_direction() -> None:
+    """No import circle among the integration's modules and subpackages, not even one
+    for annotations only: each stands on the ones below it (a type that two rooms need
+    lives below both, as LangGraphConfigEntry in runtime_entry.py)."""
+    arrows = _integration_rooms_graph()
+    assert {"stack", "runtime_entry", "persistence", "agent", "tools", "storage"} <= set(arrows)
+    assert _circle(arrows) == []
+
+
+def test_the_rooms_graph_sees_type_only_and_lazy_imports() -> None:
+    """The graph holds the arrows a circle check needs: runtime_entry names EntryStack for
+    type checking only, stack imports persistence inside a function."""
+    arrows = _integration_rooms_graph()
+    assert "stack" in arrows["runtime_entry"]
+    assert "persistence" in arrows["stack"]
 
 
 def _names_from_the_package_face(source: str, package: str) -> list[tuple[int, str]]:

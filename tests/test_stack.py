@@ -5,9 +5,13 @@ arrives earlier starts that same build and waits for it (stack.py)."""
 from __future__ import annotations
 
 import asyncio
+import logging
+from typing import Any
 
+import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from custom_components.langgraph_conversation.const import CONF_CHECKPOINTS_KEPT
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
 from fakes import FakeOpenAIServer
 from homeassistant.components import conversation
@@ -17,7 +21,7 @@ from homeassistant.core import Context, CoreState, HomeAssistant
 from homeassistant.helpers import intent
 from homeassistant.setup import async_setup_component
 
-from .conftest import agent_entity_id
+from .conftest import TEST_KEY, add_test_entry, agent_entity_id
 
 
 async def _set_up_while_starting(hass: HomeAssistant, entry: MockConfigEntry) -> None:
@@ -124,3 +128,65 @@ async def test_a_stop_during_the_build_waits_for_its_imports_to_end(
 
     assert not stack.built
     assert DATA_STORAGE not in hass.data
+
+
+# What a turn hears when the entry's stack could not be built (Home Assistant's English
+# message drops the final full stop).
+STACK_FAILED = (
+    "The conversation agent could not start. See the log for the cause, or reload the integration"
+)
+
+
+def _build_failures(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage().startswith("Building the agent for")]
+
+
+async def test_a_failed_build_is_said_as_such_and_the_next_turn_tries_again(
+    hass: HomeAssistant,
+    openai_server: FakeOpenAIServer,
+    agent_options: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An entry whose stored options a hand edit broke (no number of checkpoints): the
+    entry loads, its build fails for real (the shared storage cannot take its settings),
+    and a turn is told the agent could not start, in a sentence of its own; the log says
+    why, without the key. Each turn tries the build again; reloading with good options
+    answers."""
+    entry = add_test_entry(
+        hass, openai_server.api_base, agent_options, options={CONF_CHECKPOINTS_KEPT: "lots"}
+    )
+    for domain in ("homeassistant", "conversation", "intent"):
+        assert await async_setup_component(hass, domain, {})
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED
+    stack = entry.runtime_data
+    # Home Assistant runs: the build ran at once, and failed.
+    assert stack.started
+    assert not stack.built
+    assert len(_build_failures(caplog)) == 1
+    agent = agent_entity_id(hass, entry)
+
+    for attempt in (2, 3):
+        result = await conversation.async_converse(
+            hass, "Are you there?", None, Context(), agent_id=agent
+        )
+        assert result.response.response_type == intent.IntentResponseType.ERROR
+        assert result.response.speech["plain"]["speech"] == STACK_FAILED
+        # The turn built again (and logged again): a failed build is not kept.
+        assert len(_build_failures(caplog)) == attempt
+    assert openai_server.request_count == 0
+    failure = _build_failures(caplog)[-1]
+    assert failure.exc_info is not None
+    assert "lots" in caplog.text
+    assert TEST_KEY not in caplog.text
+
+    # The sentence's advice: with the options mended, the reloaded entry answers.
+    openai_server.add_text("Up again.")
+    hass.config_entries.async_update_entry(entry, options={CONF_CHECKPOINTS_KEPT: 5})
+    await hass.async_block_till_done()
+    result = await conversation.async_converse(
+        hass, "Are you there?", None, Context(), agent_id=agent
+    )
+    assert result.response.speech["plain"]["speech"] == "Up again."
+    assert entry.runtime_data.built

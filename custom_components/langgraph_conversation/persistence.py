@@ -73,7 +73,6 @@ from .const import (
     THREADS_FILE,
 )
 from .postgres_packages import PostgresNotInstalled, async_load_postgres
-from .runtime_entry import LangGraphConfigEntry
 from .storage import (
     SQLITE_ERRORS,
     HealingLinks,
@@ -673,7 +672,9 @@ _WITH_RUNTIME = (ConfigEntryState.LOADED, ConfigEntryState.UNLOAD_IN_PROGRESS)
 
 async def _async_end_turns(hass: HomeAssistant, shared: SharedStorage) -> None:
     """Let the running turns of every entry using the storage finish or cancel them."""
-    entries: list[LangGraphConfigEntry | None] = [
+    # Plain entries: their runtime data is an EntryStack (stack.py), which imports this
+    # module; naming its type here would close an import circle.
+    entries: list[ConfigEntry | None] = [
         hass.config_entries.async_get_entry(entry_id) for entry_id in shared.entries
     ]
     await asyncio.gather(

@@ -42,6 +42,7 @@ from .services import (
     ATTR_TURN,
     ATTR_USER_ID,
 )
+from .stack import StackFailed
 from .tools.people import person_of_user
 
 
@@ -170,13 +171,26 @@ async def _thread(hass: HomeAssistant, call: ServiceCall) -> tuple[AgentRuntime,
             translation_key="not_an_agent",
             translation_placeholders={"agent": call.data[ATTR_AGENT]},
         )
-    runtime = await entry.runtime_data.async_runtime()
+    runtime = await _runtime_of(entry)
     thread_id = await runtime.find_thread(
         subentry_id,
         storable_key(call.data[ATTR_CONVERSATION_ID]),
         party_of_action(call.context, call.data),
     )
     return runtime, thread_id
+
+
+async def _runtime_of(entry: LangGraphConfigEntry) -> AgentRuntime:
+    """The runtime of the entry an action works on, built now if needed; when its build
+    failed (the log says why; the next call tries again), an error naming the entry."""
+    try:
+        return await entry.runtime_data.async_runtime()
+    except StackFailed:
+        raise HomeAssistantError(
+            translation_domain=DOMAIN,
+            translation_key="entry_failed",
+            translation_placeholders={"title": entry.title},
+        ) from None
 
 
 async def export_thread(hass: HomeAssistant, call: ServiceCall) -> ServiceResponse:
@@ -261,32 +275,56 @@ async def reindex_knowledge(hass: HomeAssistant, call: ServiceCall) -> ServiceRe
                 translation_placeholders={"agent": wanted},
             )
     report: dict[str, Any] = {}
+    # Agents of entries whose build failed, left out of a read of every agent's documents.
+    not_started: list[str] = []
     entries: list[LangGraphConfigEntry] = hass.config_entries.async_loaded_entries(DOMAIN)
     for entry in entries:
-        for subentry in entry.subentries.values():
-            if subentry.subentry_type != SUBENTRY_CONVERSATION:
-                continue
-            entity_id = registry.async_get_entity_id("conversation", DOMAIN, subentry.subentry_id)
-            if wanted is not None and entity_id != wanted:
-                continue
-            agent = agent_profile(hass, subentry, entry.runtime_data.access).agent
-            if (wanted is None and not agent.uses_knowledge) or agent.knowledge is None:
-                continue
-            result = await (await entry.runtime_data.async_runtime()).reindex_knowledge(
-                agent.knowledge
-            )
+        agents = _knowledge_agents(hass, registry, entry, wanted)
+        if not agents:
+            continue
+        if wanted is not None:
+            runtime = await _runtime_of(entry)
+        elif await entry.runtime_data.async_built():
+            runtime = entry.runtime_data.runtime
+        else:
+            not_started += [name for name, _knowledge in agents]
+            continue
+        for name, knowledge in agents:
+            result = await runtime.reindex_knowledge(knowledge)
             if result is None:
                 raise HomeAssistantError(
                     translation_domain=DOMAIN, translation_key="memory_not_loaded"
                 )
-            report[entity_id or subentry.subentry_id] = result.as_dict()
+            report[name] = result.as_dict()
     if wanted is not None and not report:
         raise ServiceValidationError(
             translation_domain=DOMAIN,
             translation_key="not_an_agent",
             translation_placeholders={"agent": wanted},
         )
-    return {"agents": report}
+    return {"agents": report, **({"not_started": not_started} if not_started else {})}
+
+
+def _knowledge_agents(
+    hass: HomeAssistant,
+    registry: er.EntityRegistry,
+    entry: LangGraphConfigEntry,
+    wanted: str | None,
+) -> list[tuple[str, Any]]:
+    """(entity id, documents) of the entry's agents to read again: the `wanted` one, or
+    every one that uses documents."""
+    found: list[tuple[str, Any]] = []
+    for subentry in entry.subentries.values():
+        if subentry.subentry_type != SUBENTRY_CONVERSATION:
+            continue
+        entity_id = registry.async_get_entity_id("conversation", DOMAIN, subentry.subentry_id)
+        if wanted is not None and entity_id != wanted:
+            continue
+        agent = agent_profile(hass, subentry, entry.runtime_data.access).agent
+        if (wanted is None and not agent.uses_knowledge) or agent.knowledge is None:
+            continue
+        found.append((entity_id or subentry.subentry_id, agent.knowledge))
+    return found
 
 
 @callback

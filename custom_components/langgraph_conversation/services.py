@@ -22,12 +22,19 @@ their own conversations; naming another device or user needs an administrator.
 
 The actions are registered here, light; what they do is in service_actions.py, which
 imports the agent's libraries and is loaded with the entries' stacks (stack.py).
+
+An action waits only for the entries it works on, whose stacks are built in the background
+(stack.py): one on an agent's conversation or documents for that agent's entry, and fails
+with a sentence naming the entry when its build failed; one on the shared storage
+(memories, the storage copy), or on every agent's documents, for every loaded entry, going
+on without an entry whose build failed (its turns and the log say so).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+import logging
 from typing import Any
 
 import voluptuous as vol
@@ -38,6 +45,9 @@ from homeassistant.helpers.importlib import async_import_module
 
 from .agent.memory import RATINGS
 from .const import DOMAIN, MIGRATION_DIRECTIONS
+from .stack import StackFailed, async_load_modules
+
+_LOGGER = logging.getLogger(__name__)
 
 ATTR_USER_ID = "user_id"
 ATTR_HOUSEHOLD = "household"
@@ -69,6 +79,8 @@ def async_register_services(hass: HomeAssistant) -> None:
 
     def bind(name: str) -> Callable[[ServiceCall], Awaitable[ServiceResponse]]:
         async def run(call: ServiceCall) -> ServiceResponse:
+            if name in _ON_THE_STORAGE:
+                await _async_storage_opened(hass)
             actions = await _async_actions(hass)
             handler: Callable[[HomeAssistant, ServiceCall], Awaitable[ServiceResponse]]
             handler = getattr(actions, name)
@@ -138,18 +150,30 @@ def async_register_services(hass: HomeAssistant) -> None:
     )
 
 
-async def _async_actions(hass: HomeAssistant) -> Any:
-    """The actions' module (service_actions.py), once the entries' stacks are built.
+# The actions on the shared storage, which the entries' builds open (persistence.py); the
+# others find the entries they work on themselves (service_actions.py).
+_ON_THE_STORAGE = frozenset(
+    {"list_memories", "add_memory", "delete_memory", "clear_memories", "migrate_storage"}
+)
 
-    The actions work on the shared storage and the agents' runtimes, which the stacks
-    build in the background after Home Assistant has started (stack.py): an action called
-    earlier (an automation at start) waits for them. The module imports the agent's
-    libraries, so Home Assistant's helper imports it in the executor.
-    """
-    await asyncio.gather(
-        *(
-            entry.runtime_data.async_runtime()
-            for entry in hass.config_entries.async_loaded_entries(DOMAIN)
-        )
-    )
+
+async def _async_storage_opened(hass: HomeAssistant) -> None:
+    """Wait for the loaded entries' builds (an automation at Home Assistant's start comes
+    before them), which open the shared storage: one whose build failed is left out, and
+    only when every one failed is the action refused, with the failure's sentence."""
+    stacks = [entry.runtime_data for entry in hass.config_entries.async_loaded_entries(DOMAIN)]
+    built = await asyncio.gather(*(stack.async_built() for stack in stacks))
+    if stacks and not any(built):
+        raise StackFailed(translation_domain=DOMAIN, translation_key="stack_failed")
+
+
+async def _async_actions(hass: HomeAssistant) -> Any:
+    """The actions' module (service_actions.py), which imports the agent's libraries:
+    loaded in the executor with the stack's modules (stack.py), unless a build did."""
+    try:
+        await async_load_modules(hass)
+    except Exception as err:
+        # The entries' builds load the same modules: they fail (and say so) alike.
+        _LOGGER.exception("Loading the agent's libraries for an action failed")
+        raise StackFailed(translation_domain=DOMAIN, translation_key="stack_failed") from err
     return await async_import_module(hass, f"{__package__}.service_actions")

@@ -28,6 +28,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
+from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.start import async_at_started
@@ -37,7 +38,6 @@ from .const import DOMAIN
 if TYPE_CHECKING:
     from .agent.models import ModelAccess
     from .agent.runtime import AgentRuntime
-    from .runtime_entry import LangGraphConfigEntry
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -72,13 +72,19 @@ STACK_MODULES = (
 LOAD_END_WAIT = 60.0
 
 
+class StackFailed(HomeAssistantError):
+    """The entry's stack could not be built (the log says why); the next caller tries again."""
+
+
 class EntryStack:
     """One entry's runtime data: its model access at once, its `AgentRuntime` once built."""
 
     def __init__(
         self,
         hass: HomeAssistant,
-        entry: LangGraphConfigEntry,
+        # runtime_entry.LangGraphConfigEntry names this class: spelled out here, so that
+        # this module needs nothing of that one (no import circle, not even for types).
+        entry: ConfigEntry[EntryStack],
         access: ModelAccess,
         accesses: Sequence[ModelAccess],
     ) -> None:
@@ -140,19 +146,27 @@ class EntryStack:
     async def async_runtime(self) -> AgentRuntime:
         """The runtime, built now if needed; a caller's cancellation leaves the build running.
 
-        Raises a `HomeAssistantError` whose message is a sentence when the build failed.
+        Raises `StackFailed` when the build failed, and a `HomeAssistantError` saying so
+        once the entry unloads: their messages are sentences.
         """
         if self._runtime is not None:
             return self._runtime
+        build = self.start()
         try:
-            return await asyncio.shield(self.start())
-        except HomeAssistantError:
-            raise
+            return await asyncio.shield(build)
         except Exception as err:
-            # The log has the build's exception (_build).
-            raise HomeAssistantError(
-                translation_domain=DOMAIN, translation_key="turn_unknown"
-            ) from err
+            # The log has the build's exception (_build); the next caller tries again.
+            raise StackFailed(translation_domain=DOMAIN, translation_key="stack_failed") from err
+
+    async def async_built(self) -> bool:
+        """Whether the runtime is built, once the build (started now, or tried again, if
+        needed) has ended: False when it failed (logged) or the entry unloads. For an
+        action over every entry, which goes on without this one."""
+        try:
+            await self.async_runtime()
+        except HomeAssistantError:
+            return False
+        return True
 
     async def aclose(self) -> None:
         """End the runtime's turns and close it; a build still running is cancelled."""
@@ -192,6 +206,17 @@ class EntryStack:
         except Exception:
             _LOGGER.exception("Loading the agent's libraries for %s failed", entry.title)
             raise
+        try:
+            return await self._assemble()
+        except Exception:
+            # Logged here, as the loading is: nobody may await the build (it starts when
+            # Home Assistant has started), and a caller gets only a sentence.
+            _LOGGER.exception("Building the agent for %s failed", entry.title)
+            raise
+
+    async def _assemble(self) -> AgentRuntime:
+        """The runtime over the shared storage, once the libraries are loaded."""
+        hass, entry = self._hass, self._entry
         # Loaded by _load in the executor: these imports only look them up.
         from .agent.guard import install_redaction
         from .agent.runtime import MEMORY_THREADS, AgentRuntime, memory_checkpointer
@@ -276,7 +301,7 @@ def _load(accesses: Sequence[ModelAccess]) -> None:
 
 
 @callback
-def async_start_stack(hass: HomeAssistant, entry: LangGraphConfigEntry) -> None:
+def async_start_stack(hass: HomeAssistant, entry: ConfigEntry[EntryStack]) -> None:
     """Build the entry's stack when Home Assistant has started (now, if it runs)."""
     entry.async_on_unload(async_at_started(hass, entry.runtime_data.async_at_started))
 
