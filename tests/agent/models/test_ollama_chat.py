@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from dataclasses import replace
 import json
 import random
 from typing import Any
@@ -33,7 +34,8 @@ from custom_components.langgraph_conversation.agent.models import (
     ModelSettings,
     classify_error,
 )
-from custom_components.langgraph_conversation.agent.models.chat import ChatModel, build_chat_model
+from custom_components.langgraph_conversation.agent.models.chat import build_chat_model
+from custom_components.langgraph_conversation.agent.models.litellm_chat import ChatModel
 from custom_components.langgraph_conversation.agent.models.ollama_chat import OllamaChatModel
 from fakes import FakeOllamaServer, ToolCall
 
@@ -366,3 +368,22 @@ async def test_an_answer_cut_short_leaves_nothing_open(ollama_server: FakeOllama
     current = asyncio.current_task()
     await asyncio.sleep(0)
     assert [t for t in asyncio.all_tasks() if t is not current and "athrow" in repr(t)] == []
+
+
+async def test_the_key_goes_only_in_the_header(ollama_server: FakeOllamaServer) -> None:
+    """A key (Ollama behind a proxy, Ollama's cloud) is sent as a bearer token and kept out
+    of the model's repr and serialization; a wrong one is an authentication failure."""
+    key = "sk-ollama-proxy-0123456789"
+    ollama_server.api_key = key
+    access = ModelAccess(model="ollama_chat/llama3.2", api_key=key, api_base=ollama_server.base_url)
+    native = build_chat_model(access, ModelSettings())
+    ollama_server.add_text("Hi.")
+
+    assert (await native.ainvoke(PROMPT)).content == "Hi."
+    assert key not in repr(native)
+    assert key not in json.dumps(native.model_dump(), default=str)
+
+    wrong = build_chat_model(replace(access, api_key="sk-wrong"), ModelSettings())
+    with pytest.raises(Exception) as caught:  # noqa: PT011  classified below
+        await wrong.ainvoke(PROMPT)
+    assert classify_error(caught.value) is ModelErrorKind.AUTH

@@ -30,7 +30,6 @@ from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import ConfigDict, Field
 
 from ..upstream.stream_ends import close_early
 from .client_users import SHARED_CLIENT_USERS
@@ -76,10 +75,7 @@ async def async_close_client() -> None:
 class OllamaChatModel(BaseChatModel):
     """A chat model served by Ollama (`ollama_chat/<name>`), streamed natively."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     model: str
-    api_key: str | None = Field(default=None, repr=False, exclude=True)
     api_base: str | None = None
     request_timeout: float = 60
     temperature: float | None = None
@@ -88,6 +84,12 @@ class OllamaChatModel(BaseChatModel):
     context_window: int | None = None
     keep_alive: int | None = None
     think: bool | None = None
+    # A private attribute: never in the model's repr, its serialization or a trace.
+    _api_key: str | None = None
+
+    def __init__(self, *, api_key: str | None = None, **fields: Any) -> None:
+        super().__init__(**fields)
+        self._api_key = api_key
 
     @property
     def _llm_type(self) -> str:
@@ -115,7 +117,7 @@ class OllamaChatModel(BaseChatModel):
         return options
 
     def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     async def answer_chunks(
         self,
@@ -151,7 +153,9 @@ class OllamaChatModel(BaseChatModel):
             try:
                 if response.is_error:
                     await response.aread()
-                    raise OllamaAnswerError(_error_text(response), response.status_code)
+                    raise OllamaAnswerError(
+                        _error_text(response), response.status_code, response.headers
+                    )
                 reader = AnswerReader()
                 async for line in lines:
                     if (chunk := reader.chunk(line)) is not None:

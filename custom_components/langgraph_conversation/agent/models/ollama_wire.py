@@ -43,11 +43,18 @@ _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 
 class OllamaAnswerError(Exception):
     """What Ollama said instead of an answer: an HTTP error status, or an error line in a
-    stream. `status_code` is the HTTP status (None for an error line mid-stream)."""
+    stream. `status_code` is the HTTP status (None for an error line mid-stream);
+    `headers` the response's (a proxy's Retry-After)."""
 
-    def __init__(self, message: str, status_code: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        status_code: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
+        self.headers = headers or {}
 
 
 def _text(content: Any) -> str:
