@@ -1,8 +1,9 @@
 """A fake Ollama server: the native API, not Ollama's OpenAI-compatible one.
 
-What LiteLLM's `ollama_chat/<name>` provider calls (POST /api/chat, and POST
-/api/show when it looks up model info) and what the official `ollama` client used
-by Home Assistant's core integration calls (GET /api/tags, POST /api/chat, POST
+What the integration's native Ollama model calls (POST /api/chat, agent/models/ollama_chat.py;
+POST /api/show for the model's context length), what LiteLLM's `ollama_chat/<name>`
+provider calls (the same, as the tests' reference), and what the official `ollama` client
+used by Home Assistant's core integration calls (GET /api/tags, POST /api/chat, POST
 /api/pull), plus GET /api/version. Reach it with `api_base=server.base_url`.
 
 Streams are NDJSON: one JSON object per line, the last with `"done": true`, the

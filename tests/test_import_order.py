@@ -23,8 +23,11 @@ def test_switches_are_set_before_the_libraries_load() -> None:
     integration = importlib.import_module("custom_components.langgraph_conversation")
     assert integration is not None
     from langgraph.checkpoint.serde import _msgpack
-    import litellm
 
     assert _msgpack.STRICT_MSGPACK_ENABLED is True
     assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
-    assert litellm.disable_aiohttp_transport is True
+    # LiteLLM as the integration loads it, when a model needs it (agent/models/library.py).
+    library = importlib.import_module(
+        "custom_components.langgraph_conversation.agent.models.library"
+    )
+    assert library.litellm.disable_aiohttp_transport is True

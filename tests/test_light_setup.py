@@ -54,7 +54,20 @@ def test_the_check_sees_a_library_imported() -> None:
         f"import {PACKAGE}.turn_assembly\n"
         f"print(json.dumps(sorted(m for m in {list(HEAVY)!r} if m in sys.modules)))\n"
     )
-    assert {"litellm", "langgraph", "langchain_core"} <= set(found)
+    assert {"langgraph", "langchain_core"} <= set(found)
+
+
+def test_an_ollama_stack_loads_neither_litellm_nor_the_openai_sdk() -> None:
+    """An entry whose models Ollama serves loads the stack without LiteLLM (issue #29); the
+    same load with LiteLLM's chat (another provider) is the control."""
+    code = (
+        "import json, sys\n"
+        f"from {PACKAGE}.stack import _import_modules\n"
+        "_import_modules(litellm={litellm})\n"
+        f"print(json.dumps(sorted(m for m in {list(HEAVY)!r} if m in sys.modules)))\n"
+    )
+    assert _run(code.format(litellm=False)) == ["langchain_core", "langgraph"]
+    assert {"litellm", "openai", "langchain_litellm"} <= set(_run(code.format(litellm=True)))
 
 
 def _late_imports(path: Path) -> list[tuple[str, list[str]]]:
@@ -95,7 +108,8 @@ def test_late_imports_of_light_modules_only_look_up_what_the_stack_loaded() -> N
     missing = _run(
         "import importlib, json, sys\n"
         f"from {PACKAGE}.stack import _import_modules\n"
-        "_import_modules()\n"
+        # An Ollama entry's load, without LiteLLM: what every late import may count on.
+        "_import_modules(litellm=False)\n"
         f"imports = {imports!r}\n"
         "missing = []\n"
         "for module, names in imports:\n"

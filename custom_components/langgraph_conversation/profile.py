@@ -263,7 +263,7 @@ def model_settings(
         temperature=chosen(CONF_TEMPERATURE),
         max_tokens=chosen(CONF_MAX_TOKENS),
         request_timeout=chosen(CONF_REQUEST_TIMEOUT),
-        # Used by Ollama's native API only (agent/models/access.py `ollama_options`); agents
+        # Used by Ollama's native API only (agent/models/ollama_chat.py); agents
         # saved before these options existed get the defaults.
         context_window=int(chosen(CONF_CONTEXT_WINDOW)),
         keep_alive=int(chosen(CONF_KEEP_ALIVE)),

@@ -171,7 +171,8 @@ async def _async_actions(hass: HomeAssistant) -> Any:
     """The actions' module (service_actions.py), which imports the agent's libraries:
     loaded in the executor with the stack's modules (stack.py), unless a build did."""
     try:
-        await async_load_modules(hass)
+        # The actions call no model: an Ollama setup's actions leave LiteLLM unloaded.
+        await async_load_modules(hass, litellm=False)
     except Exception as err:
         # The entries' builds load the same modules: they fail (and say so) alike.
         _LOGGER.exception("Loading the agent's libraries for an action failed")

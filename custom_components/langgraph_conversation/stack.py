@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 
 _LOGGER = logging.getLogger(__name__)
 
-# The integration's own modules that import the agent's libraries (LiteLLM, LangGraph,
-# langchain-core, the OpenAI SDK), loaded by the stack in the executor.
+# The integration's own modules that import the agent's libraries (LangGraph,
+# langchain-core), loaded by the stack in the executor...
 STACK_MODULES = (
     "persistence",
     "migrate",
@@ -58,6 +58,7 @@ STACK_MODULES = (
     "agent.runtime.agent_runtime",
     "agent.runtime.thread_directory",
     "agent.models.lifecycle",
+    "agent.models.ollama_chat",
     "agent.models.one_shot",
     "agent.models.images",
     "agent.models.embeddings",
@@ -65,6 +66,9 @@ STACK_MODULES = (
     "service_actions",
     "agent.guard.safety",
 )
+# ...and those that import LiteLLM and the OpenAI SDK, loaded too when a model of the entry
+# needs LiteLLM (every provider but Ollama's native API).
+LITELLM_MODULES = ("agent.models.litellm_chat",)
 
 
 # How long closing waits for a load still running in the executor (imports and LiteLLM's
@@ -251,26 +255,30 @@ class EntryStack:
         return self._runtime
 
 
-def _import_modules() -> None:
-    """Import the stack's modules (blocking: the executor)."""
-    # LiteLLM first, so its import is the one with the frozen heap (agent/models/library.py).
-    from .agent.models import load_model_library
+def _import_modules(*, litellm: bool) -> None:
+    """Import the stack's modules, with LiteLLM's chat if `litellm` (blocking: the executor)."""
+    if litellm:
+        # LiteLLM first, so its import is the one with the frozen heap
+        # (agent/models/library.py).
+        from .agent.models import load_model_library
 
-    load_model_library()
-    for name in STACK_MODULES:
+        load_model_library()
+    for name in STACK_MODULES + (LITELLM_MODULES if litellm else ()):
         importlib.import_module(f"{__package__}.{name}")
 
 
-def modules_loaded() -> bool:
-    """Whether the stack's modules are loaded in this process."""
-    return all(f"{__package__}.{name}" in sys.modules for name in STACK_MODULES)
+def modules_loaded(*, litellm: bool = True) -> bool:
+    """Whether the stack's modules (with LiteLLM's chat) are loaded in this process."""
+    names = STACK_MODULES + (LITELLM_MODULES if litellm else ())
+    return all(f"{__package__}.{name}" in sys.modules for name in names)
 
 
-async def async_load_modules(hass: HomeAssistant) -> None:
-    """The stack's modules, imported in the executor unless they already are (the config
-    flow's checks and forms need some of them, maybe before any entry's stack is built)."""
-    if not modules_loaded():
-        await hass.async_add_executor_job(_import_modules)
+async def async_load_modules(hass: HomeAssistant, *, litellm: bool = True) -> None:
+    """The stack's modules, with LiteLLM's chat unless told not to, imported in the
+    executor unless they already are: the config flow's checks and forms may name any
+    provider, maybe before any entry's stack is built; the actions need no model."""
+    if not modules_loaded(litellm=litellm):
+        await hass.async_add_executor_job(partial(_import_modules, litellm=litellm))
 
 
 def _load_then_tell(
@@ -286,8 +294,11 @@ def _load_then_tell(
 
 
 def _load(accesses: Sequence[ModelAccess]) -> None:
-    """Import the stack and run LiteLLM's first-call warm-up (blocking: the executor)."""
-    _import_modules()
+    """Import the stack and warm its models up (blocking: the executor). LiteLLM only if
+    one of the models needs it: an Ollama setup never loads it (agent/models/chat.py)."""
+    from .agent.models import needs_litellm
+
+    _import_modules(litellm=any(needs_litellm(access.model) for access in accesses))
     from .agent.models import resolve_langchain_exports, warm_up
 
     # Compiling the graphs imports langchain-core's lazy exports on first use.
@@ -297,7 +308,7 @@ def _load(accesses: Sequence[ModelAccess]) -> None:
             warm_up(access)
         except Exception:
             # The turn's real call reports a bad model or a missing SDK in its own words.
-            _LOGGER.exception("Warming up LiteLLM for %s failed", access.model)
+            _LOGGER.exception("Warming up %s failed", access.model)
 
 
 @callback
@@ -307,6 +318,6 @@ def async_start_stack(hass: HomeAssistant, entry: ConfigEntry[EntryStack]) -> No
 
 
 def library_loaded() -> bool:
-    """Whether this process has loaded the agent's model library (a stack, or the config
-    flow's key check): only then are there LiteLLM clients to close."""
+    """Whether this process has loaded the agent's model modules (a stack, or the config
+    flow's key check): only then are there shared clients to close."""
     return f"{__package__}.agent.models.lifecycle" in sys.modules

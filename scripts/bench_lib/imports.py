@@ -193,7 +193,8 @@ def memory_breakdown(steps: list[dict[str, Any]], memory: dict[str, Any]) -> str
 
     A library the figure-4 process had loaded before its baseline (numpy: the bench's own
     modules import it, and in a default install Home Assistant's stream component does)
-    is not part of figure 4, and is left out. The split is an estimate: the shares come
+    is not part of figure 4, and is left out, as is one it never loaded (LiteLLM and the
+    OpenAI SDK for an Ollama entry). The split is an estimate: the shares come
     from other processes, which load some of the libraries' dependencies (pydantic, httpx,
     Home Assistant's components behind the AI Task platform) that the figure-4 process had
     already; so the rest can come out below zero.
@@ -203,6 +204,7 @@ def memory_breakdown(steps: list[dict[str, Any]], memory: dict[str, Any]) -> str
         return ""
     added = ours["added_bytes"]
     loaded_before = set(ours.get("loaded_before", ()))
+    never_loaded = set(ours.get("never_loaded", ()))
     lines = [
         f"| figure 4: RSS added by loading the integration + {ours['turns_first']} turns, "
         "by library | RSS | share |",
@@ -212,6 +214,9 @@ def memory_breakdown(steps: list[dict[str, Any]], memory: dict[str, Any]) -> str
     for step in steps[2:]:  # after "Python alone" and Home Assistant core
         if step["label"] in loaded_before:
             lines.append(f"| {step['label']} (loaded before the setup: not counted) | - | - |")
+            continue
+        if step["label"] in never_loaded:
+            lines.append(f"| {step['label']} (never loaded) | - | - |")
             continue
         counted += step["added_bytes"]
         lines.append(

@@ -223,6 +223,13 @@ async def fresh_task(spec: dict[str, Any]) -> dict[str, Any]:
                     gc.collect()
                     samples.append((turn, rss_bytes()))
             at_first = next(rss for turn, rss in samples if turn == first)
+            # ...and those never loaded at all (LiteLLM and the OpenAI SDK for an Ollama
+            # entry, agent/models/chat.py).
+            result["never_loaded"] = sorted(
+                step.label
+                for step in STEPS
+                if step.modules and not any(name in sys.modules for name in step.modules)
+            )
             result.update(
                 baseline_rss=baseline,
                 rss_samples=samples,

@@ -1,9 +1,8 @@
-"""Contract of agent/upstream/litellm_lazy.py: LiteLLM's encoding cache and lazy registry."""
+"""Contract of agent/upstream/litellm_lazy.py: LiteLLM's lazy registry."""
 
 from __future__ import annotations
 
-from litellm import _lazy_imports, main as litellm_main
-import pytest
+from litellm import _lazy_imports
 
 from custom_components.langgraph_conversation.agent.upstream import litellm_lazy, versions
 
@@ -14,34 +13,10 @@ def test_the_installed_litellm_is_the_checked_one() -> None:
     assert litellm_lazy.ACTIVE
 
 
-def test_litellm_hands_its_calls_the_cached_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
-    """LiteLLM reads `_encoding_cache` for its calls; the stand-in goes there."""
-    monkeypatch.setattr(litellm_main, "_encoding_cache", None)
-    litellm_lazy.spare_default_encoding()
-    stand_in = litellm_main._encoding_cache
-    assert isinstance(stand_in, litellm_lazy.EncodingOnDemand)
-    assert litellm_main._get_encoding() is stand_in
-    # Built on first use, and it is LiteLLM's default encoding.
-    assert stand_in.name == _lazy_imports._get_default_encoding().name
-    litellm_lazy.spare_default_encoding()  # a filled cache is left alone
-    assert litellm_main._encoding_cache is stand_in
-
-
-def test_the_registry_lists_lazy_attributes_and_the_tokenizer_ones() -> None:
+def test_the_registry_lists_lazy_attributes() -> None:
     registry = _lazy_imports._get_lazy_import_registry()
-    assert set(registry) >= litellm_lazy.TOKENIZER_ATTRIBUTES
     assert len(registry) > 20
     assert all(isinstance(name, str) for name in registry)
-
-
-def test_resolving_all_but_the_tokenizer_builds_no_encoding(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(litellm_main, "_encoding_cache", None)
-    litellm_lazy.spare_default_encoding()
-    stand_in = litellm_main._encoding_cache
-    litellm_lazy.resolve_lazy_attributes(litellm_lazy.TOKENIZER_ATTRIBUTES)
-    assert stand_in._encoding is None
 
 
 def test_the_providers_configs_are_lazy_attributes_left_to_their_calls() -> None:
@@ -59,8 +34,8 @@ def test_the_providers_configs_are_lazy_attributes_left_to_their_calls() -> None
     assert configs <= set(registry)
     assert all(name.endswith("Config") for name in configs)
     assert {registry[name] for name in configs} == {_lazy_imports._lazy_import_llm_configs}
-    litellm_lazy.resolve_lazy_attributes(litellm_lazy.TOKENIZER_ATTRIBUTES)
-    others = set(registry) - configs - litellm_lazy.TOKENIZER_ATTRIBUTES
+    litellm_lazy.resolve_lazy_attributes()
+    others = set(registry) - configs
     assert others
     modules = set(sys.modules)
     for name in others:

@@ -51,14 +51,21 @@ def test_anyio_and_litellm_modules_hold_what_their_callers_take() -> None:
 
 
 def test_the_first_chat_modules_are_the_public_ones_then_the_checked_private_ones() -> None:
+    assert (*sdk_imports.CHAT_PUBLIC_MODULES, *sdk_imports.ANYIO_PRIVATE) == (
+        sdk_imports.FIRST_CHAT_MODULES
+    )
     assert (
-        *sdk_imports.CHAT_PUBLIC_MODULES,
+        *sdk_imports.LITELLM_CHAT_PUBLIC_MODULES,
         *sdk_imports.ANYIO_PRIVATE,
         *sdk_imports.LITELLM_CHAT_PRIVATE,
-    ) == sdk_imports.FIRST_CHAT_MODULES
+    ) == sdk_imports.FIRST_LITELLM_CHAT_MODULES
+    # Every chat call's list names no LiteLLM module: an Ollama setup never loads it.
+    assert not [name for name in sdk_imports.FIRST_CHAT_MODULES if name.startswith("litellm")]
 
 
-@pytest.mark.parametrize("name", sdk_imports.FIRST_CHAT_MODULES)
+@pytest.mark.parametrize(
+    "name", sdk_imports.FIRST_CHAT_MODULES + sdk_imports.FIRST_LITELLM_CHAT_MODULES
+)
 def test_each_first_chat_module_exists_under_its_name(name: str) -> None:
     """On these releases each is there: the warm-up's import of it is not skipped (that a
     first call then imports nothing is tests/agent/models/test_warm_up_imports.py's)."""

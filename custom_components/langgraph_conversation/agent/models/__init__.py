@@ -1,8 +1,9 @@
-"""Model access through LiteLLM: settings and credentials, chat models and their
-streams, error classification, warm-up and shared clients, roles (fast, fallback), the
-model catalog, Ollama's options, embeddings, one streamed model call with its fallback,
-one-shot calls (AI Task) that need no graph, images (AI Task's generate_image), a look
-at one image (camera questions), and a web search with its sources.
+"""Model access (Ollama's native API; every other provider through LiteLLM): settings and
+credentials, chat models and their streams, error classification, warm-up and shared
+clients, roles (fast, fallback), the model catalog, Ollama's options, embeddings, one
+streamed model call with its fallback, one-shot calls (AI Task) that need no graph,
+images (AI Task's generate_image), a look at one image (camera questions), and a web
+search with its sources.
 
 The names here are what code outside this folder may use.
 """
@@ -22,6 +23,7 @@ __getattr__, __dir__, __all__ = lazy_face(
             "cached_input_tokens",
         ),
         "catalog": ("async_list_models",),
+        "chat": ("needs_litellm",),
         "embeddings": (
             "EmbeddingError",
             "LiteLLMEmbedder",

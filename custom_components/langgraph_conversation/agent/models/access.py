@@ -72,7 +72,8 @@ class ModelSettings:
     temperature: float | None = None
     max_tokens: int | None = None
     request_timeout: float = 60
-    # Ollama's native API only (`ollama_chat/`); other providers never receive them.
+    # Ollama's native API only (`ollama_chat/`, ollama_chat.py); other providers never
+    # receive them.
     # The context window in tokens (Ollama's `num_ctx`; None: Ollama's own default).
     context_window: int | None = None
     # Seconds Ollama keeps the model loaded after a request (-1: until it is stopped;
@@ -80,30 +81,6 @@ class ModelSettings:
     keep_alive: int | None = None
     # Whether a reasoning model thinks first (Ollama's `think`; None: the model decides).
     think: bool | None = None
-
-
-def ollama_options(access: ModelAccess, settings: ModelSettings) -> dict[str, Any]:
-    """The request fields of Ollama's native API for these settings, else nothing.
-
-    LiteLLM 1.83.0's `ollama_chat` provider passes `num_ctx` on in the request's
-    `options` and `keep_alive` and `think` at its top level (checked on the wire in
-    tests/test_ollama_options.py); an OpenAI-compatible server would reject or ignore
-    them, so only `ollama_chat` gets them.
-    """
-    if provider_of(access.model) != "ollama_chat":
-        return {}
-    options: dict[str, Any] = {}
-    if settings.context_window is not None:
-        options["num_ctx"] = settings.context_window
-    if settings.keep_alive is not None:
-        options["keep_alive"] = settings.keep_alive
-    if settings.think is not None:
-        options["think"] = settings.think
-    return options
-
-
-# Providers whose answers ChatModel streams without LiteLLM's stream wrapper.
-LEAN_STREAM_PROVIDERS = frozenset({"ollama_chat"})
 
 
 def provider_of(model: str) -> str:

@@ -17,12 +17,11 @@ import time
 from typing import Any
 
 from ..errors import ModelErrorKind
-from ..upstream import litellm_lazy
 from ..upstream.sdk_imports import FIRST_EMBEDDING_MODULES
 from .access import ModelAccess, same_place
 from .client_users import SHARED_CLIENT_USERS
 from .error_kinds import classify_error
-from .library import litellm
+from .litellm_loading import async_litellm
 
 # What the first embedding request imports (about 470 modules, most of the OpenAI SDK's
 # resources) after the chat model's warm-up; imported in the executor instead. Some are
@@ -61,6 +60,9 @@ def warm_up_embeddings(access: ModelAccess) -> None:
         except ImportError:
             continue  # another SDK version: its first call imports what it needs
     # LiteLLM's provider configs, which the chat warm-up leaves out (upstream/litellm_lazy.py).
+    from ..upstream import litellm_lazy
+    from .library import litellm
+
     litellm_lazy.resolve_provider_configs()
     try:
         litellm.embedding(model=access.model, input=["warm up"], mock_response=[0.0])
@@ -106,6 +108,7 @@ async def async_embed(access: ModelAccess, texts: list[str], timeout: float) -> 
     """Embed `texts` with one request; EmbeddingError (key removed) if it fails."""
     try:
         async with SHARED_CLIENT_USERS.use():
+            litellm = await async_litellm()
             response = await litellm.aembedding(
                 **access.litellm_kwargs(), input=texts, timeout=timeout, max_retries=0
             )

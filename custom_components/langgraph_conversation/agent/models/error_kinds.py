@@ -3,29 +3,54 @@ the SDK's and the provider's exceptions, whether and when to retry, secrets remo
 
 from __future__ import annotations
 
+import functools
+import sys
+from types import ModuleType
+
 import httpx
-import openai
 
 from ..errors import ModelError, ModelErrorKind
 from ..guard import SECRET_FILTER
 from .access import ModelAccess
-from .library import litellm
+from .ollama_wire import OllamaAnswerError
 
-# Most specific first: LiteLLM's exception classes inherit from each other
-# (e.g. Timeout and ServiceUnavailableError both derive from APIConnectionError or
-# APIError depending on the provider path).
-_ERROR_KINDS: tuple[tuple[type[BaseException], ModelErrorKind], ...] = (
-    (litellm.AuthenticationError, ModelErrorKind.AUTH),
-    (litellm.PermissionDeniedError, ModelErrorKind.AUTH),
-    (litellm.NotFoundError, ModelErrorKind.MODEL_NOT_FOUND),
-    (litellm.RateLimitError, ModelErrorKind.RATE_LIMIT),
-    (litellm.Timeout, ModelErrorKind.TIMEOUT),
-    (litellm.ContextWindowExceededError, ModelErrorKind.BAD_REQUEST),
-    (litellm.BadRequestError, ModelErrorKind.BAD_REQUEST),
-    (litellm.ServiceUnavailableError, ModelErrorKind.SERVER),
-    (litellm.InternalServerError, ModelErrorKind.SERVER),
-    (litellm.APIConnectionError, ModelErrorKind.CONNECTION),
-)
+# LiteLLM's and the OpenAI SDK's exceptions are looked up where they are loaded: an
+# Ollama setup imports neither (chat.py), and an exception of a library that was never
+# imported cannot have been raised.
+_NOTHING: tuple[type[BaseException], ...] = ()
+
+
+def _loaded(name: str) -> ModuleType | None:
+    return sys.modules.get(name)
+
+
+@functools.cache
+def _litellm_kinds(litellm: ModuleType) -> tuple[tuple[type[BaseException], ModelErrorKind], ...]:
+    # Most specific first: LiteLLM's exception classes inherit from each other
+    # (e.g. Timeout and ServiceUnavailableError both derive from APIConnectionError or
+    # APIError depending on the provider path).
+    return (
+        (litellm.AuthenticationError, ModelErrorKind.AUTH),
+        (litellm.PermissionDeniedError, ModelErrorKind.AUTH),
+        (litellm.NotFoundError, ModelErrorKind.MODEL_NOT_FOUND),
+        (litellm.RateLimitError, ModelErrorKind.RATE_LIMIT),
+        (litellm.Timeout, ModelErrorKind.TIMEOUT),
+        (litellm.ContextWindowExceededError, ModelErrorKind.BAD_REQUEST),
+        (litellm.BadRequestError, ModelErrorKind.BAD_REQUEST),
+        (litellm.ServiceUnavailableError, ModelErrorKind.SERVER),
+        (litellm.InternalServerError, ModelErrorKind.SERVER),
+        (litellm.APIConnectionError, ModelErrorKind.CONNECTION),
+    )
+
+
+def _error_kinds() -> tuple[tuple[type[BaseException], ModelErrorKind], ...]:
+    litellm = _loaded("litellm")
+    return _litellm_kinds(litellm) if litellm is not None else ()
+
+
+def _litellm_classes(*names: str) -> tuple[type[BaseException], ...]:
+    litellm = _loaded("litellm")
+    return tuple(getattr(litellm, name) for name in names) if litellm is not None else _NOTHING
 
 
 def _kind_from_status(status: int) -> ModelErrorKind | None:
@@ -44,11 +69,21 @@ def _kind_from_status(status: int) -> ModelErrorKind | None:
     return None
 
 
-_TIMEOUTS = (openai.APITimeoutError, httpx.TimeoutException, TimeoutError)
+_TIMEOUTS = (httpx.TimeoutException, TimeoutError)
 # A transport that really failed (refused, reset, cut mid-stream)...
 _TRANSPORT_FAILURES = (httpx.TransportError, ConnectionError)
-# ...as opposed to LiteLLM's generic wrapper, which it also uses for Ollama's HTTP errors.
-_CONNECTION_WRAPPERS = (openai.APIConnectionError,)
+
+
+def _timeouts() -> tuple[type[BaseException], ...]:
+    openai = _loaded("openai")
+    return (*_TIMEOUTS, openai.APITimeoutError) if openai is not None else _TIMEOUTS
+
+
+def _connection_wrappers() -> tuple[type[BaseException], ...]:
+    """LiteLLM's generic wrapper (the SDK's class), which it also used for Ollama's HTTP
+    errors, as opposed to a transport that really failed."""
+    openai = _loaded("openai")
+    return (openai.APIConnectionError,) if openai is not None else _NOTHING
 
 
 def _chain(err: BaseException) -> list[BaseException]:
@@ -69,7 +104,8 @@ def _sdk_got_no_answer(exc: BaseException) -> bool:
     raised whatever broke the connection, including causes that are not transport
     errors, and the LiteLLM error wrapping it claims a status 500 nobody answered.
     """
-    return type(exc) is openai.APIConnectionError
+    openai = _loaded("openai")
+    return openai is not None and type(exc) is openai.APIConnectionError
 
 
 def _provider_status(chain: list[BaseException]) -> int | None:
@@ -100,10 +136,12 @@ _WINDOW_MARKERS = (
 
 
 def _is_window_error(chain: list[BaseException]) -> bool:
+    window_errors = _litellm_classes("ContextWindowExceededError")
+    bad_requests = _litellm_classes("BadRequestError")
     for exc in chain:
-        if isinstance(exc, litellm.ContextWindowExceededError):
+        if isinstance(exc, window_errors):
             return True
-        if getattr(exc, "status_code", None) == 400 or isinstance(exc, litellm.BadRequestError):
+        if getattr(exc, "status_code", None) == 400 or isinstance(exc, bad_requests):
             text = str(exc)
             if any(marker in text for marker in _WINDOW_MARKERS):
                 return True
@@ -120,7 +158,8 @@ def classify_error(err: BaseException) -> ModelErrorKind:
     the exception class.
     """
     chain = _chain(err)
-    if any(isinstance(exc, _TIMEOUTS) for exc in chain):
+    timeouts = _timeouts()
+    if any(isinstance(exc, timeouts) for exc in chain):
         return ModelErrorKind.TIMEOUT
     if any(isinstance(exc, _TRANSPORT_FAILURES) or _sdk_got_no_answer(exc) for exc in chain):
         return ModelErrorKind.CONNECTION
@@ -128,14 +167,18 @@ def classify_error(err: BaseException) -> ModelErrorKind:
         return ModelErrorKind.CONTEXT_WINDOW
     if (status := _provider_status(chain)) is not None:
         return _kind_from_status(status) or ModelErrorKind.UNKNOWN
-    if any(isinstance(exc, _CONNECTION_WRAPPERS) for exc in chain):
+    wrappers = _connection_wrappers()
+    if any(isinstance(exc, wrappers) for exc in chain):
         return ModelErrorKind.CONNECTION
     status = getattr(err, "status_code", None)
     if isinstance(status, int) and status >= 400:
         return _kind_from_status(status) or ModelErrorKind.UNKNOWN
-    for exc_type, kind in _ERROR_KINDS:
+    for exc_type, kind in _error_kinds():
         if isinstance(err, exc_type):
             return kind
+    if isinstance(err, OllamaAnswerError):
+        # An error line mid-answer (the model's runner failed): the server's own failure.
+        return ModelErrorKind.SERVER
     return ModelErrorKind.UNKNOWN
 
 
@@ -164,6 +207,7 @@ def retry_delay(err: BaseException, attempt: int) -> float:
     # LiteLLM keeps the provider's headers apart; the httpx response may be empty.
     headers = (
         getattr(err, "litellm_response_headers", None)
+        or getattr(err, "headers", None)
         or getattr(getattr(err, "response", None), "headers", None)
         or {}
     )

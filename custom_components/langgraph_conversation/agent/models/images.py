@@ -40,14 +40,11 @@ from ..errors import ModelErrorKind, TurnError
 from ..events import ModelCallFinished
 from ..guard import clean_text
 from ..hooks import TurnHooks, TurnRecorder
-from ..upstream import litellm_lazy
-from ..upstream.litellm_images import no_retry_client
 from .access import ModelAccess, provider_of, same_place
 from .client_users import SHARED_CLIENT_USERS
 from .error_kinds import classify_error, is_retryable, retry_delay, to_model_error
 from .image_bytes import MAX_IMAGE_BYTES, ImageProblem, download_image, image_facts, may_download
-from .library import litellm
-from .lifecycle import lacks_key, resolve_openai_chat_resources
+from .litellm_loading import async_litellm
 from .role_accesses import role_access
 from .roles import ModelRole, falls_back
 
@@ -181,7 +178,7 @@ async def _with_fallback(request: ImageRequest, http_client: httpx.AsyncClient) 
                 # The provider answered, with nothing usable: asking again is no cure.
                 raise TurnError(INVALID_IMAGE, access.redact(str(err))) from None
             except Exception as err:  # noqa: BLE001  retried, passed on, or raised redacted
-                if access.request_key is None and await asyncio.to_thread(lacks_key, access):
+                if access.request_key is None and await asyncio.to_thread(_lacks_key, access):
                     # LiteLLM refused before sending: no key, none in the environment.
                     detail = access.redact(f"{type(err).__name__}: {err}")[:500]
                     raise TurnError(ModelErrorKind.MISSING_KEY.value, detail) from None
@@ -221,6 +218,7 @@ async def _generate_once(
     kwargs["prompt"] = clean_text(request.prompt)
     if takes_format:
         kwargs["response_format"] = "b64_json"
+    litellm = await async_litellm()
     if request.references:
         # LiteLLM's HTTP handler sends edits (no SDK client, no retries of its own).
         async with SHARED_CLIENT_USERS.use(), asyncio.timeout(timeout):
@@ -231,6 +229,8 @@ async def _generate_once(
             )
     else:
         if provider_of(access.model) in _OPENAI_SDK_PROVIDERS and access.request_key:
+            from ..upstream.litellm_images import no_retry_client  # loaded with LiteLLM
+
             kwargs["client"] = no_retry_client(
                 api_key=access.request_key,
                 base_url=access.api_base,
@@ -255,12 +255,24 @@ async def _generate_once(
     )
 
 
+def _lacks_key(access: ModelAccess) -> bool:
+    """litellm_chat.lacks_key (blocking: a thread), loaded there if it is not yet."""
+    from .litellm_chat import lacks_key
+
+    return lacks_key(access)
+
+
 @functools.cache
 def _takes_response_format(model: str) -> bool:
     """Whether LiteLLM sends `response_format` for this image model (DALL-E does;
     gpt-image-1 refuses it and always answers base64). Blocking on first use."""
     provider, _, name = model.partition("/")
+    # LiteLLM first (set up by library.py), and what the call imports after this step.
+    from .library import litellm  # isort: skip
     from litellm.utils import ProviderConfigManager
+
+    from ..upstream import litellm_images, litellm_lazy  # noqa: F401  the SDK's client too
+    from .litellm_chat import resolve_openai_chat_resources
 
     if provider in _OPENAI_SDK_PROVIDERS:
         # The SDK's resources, as any other provider's warm-up imports them (openai 3.10

@@ -27,8 +27,8 @@ from ..guard import clean_text
 from ..hooks import TurnHooks, TurnRecorder
 from .access import ModelAccess, ModelSettings
 from .answer import AnswerLimitExceeded, answer_deadline, cached_input_tokens
+from .chat import needs_litellm
 from .error_kinds import to_model_error
-from .library import litellm
 from .model_call import AnsweringModels, stream_with_fallback
 from .ollama import bounded_settings
 from .role_accesses import RoleAccesses
@@ -72,6 +72,12 @@ def model_capabilities(model: str) -> Capabilities:
     Blocking on first use (LiteLLM may read its map from a file): call it in an
     executor. Cached: the map does not change while Home Assistant runs.
     """
+    if not needs_litellm(model):
+        # Ollama's native API (ollama_chat.py): it takes a JSON `format`; whether a model
+        # sees images only Ollama knows.
+        return Capabilities(vision=None, json_mode=True)
+    from .library import litellm  # in the executor, as documented above
+
     vision: bool | None = None
     try:
         info = litellm.get_model_info(model=model)

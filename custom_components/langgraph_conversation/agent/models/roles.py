@@ -66,7 +66,7 @@ class RoleModels:
 class ModelCache:
     """One chat model per (access, settings), created on first use and reused by every turn.
 
-    Building a ChatLiteLLM validates its fields and resolves the provider; doing that once
+    Building a chat model validates its fields and resolves the provider; doing that once
     per configuration instead of once per turn keeps a turn's start cheap.
     """
 
@@ -78,12 +78,7 @@ class ModelCache:
         key = (access, settings)
         model = self._models.get(key)
         if model is None:
-            chat_model = build_chat_model(access, settings)
-            # Token counts for the turn's record come from the stream's usage chunk.
-            # langchain-litellm 0.6 asks every provider for it, 0.5 only OpenAI's own
-            # models; ask always (LiteLLM never rejects this option).
-            chat_model.stream_options = {"include_usage": True}
-            model = self._models[key] = chat_model
+            model = self._models[key] = build_chat_model(access, settings)
         return model
 
     def roles(self, main: ModelAccess, chosen: RoleAccesses, settings: ModelSettings) -> RoleModels:

@@ -39,7 +39,7 @@ from ..errors import TurnError
 from ..guard import clean_text
 from .access import ModelAccess
 from .error_kinds import is_retryable, retry_delay, to_model_error
-from .library import litellm
+from .litellm_loading import async_litellm
 from .role_accesses import RoleAccesses
 from .roles import falls_back
 
@@ -111,6 +111,8 @@ def model_searches(model: str) -> bool:
     provider, _, name = model.partition("/")
     if provider not in SEARCH_PROVIDERS or not name:
         return False
+    from .library import litellm  # in the executor, as documented above
+
     try:
         flagged = litellm.supports_web_search(model=model)
         params = litellm.get_supported_openai_params(model=name, custom_llm_provider=provider)
@@ -173,6 +175,7 @@ async def search_web(searcher: Searcher, query: str, *, timeout: float, retries:
 
 async def _ask(access: ModelAccess, query: str, timeout: float) -> Any:
     """One search request: the provider's search on, no tools, not streamed."""
+    litellm = await async_litellm()
     return await litellm.acompletion(
         **access.litellm_kwargs(),
         messages=[{"role": "user", "content": SEARCH_PROMPT + query}],

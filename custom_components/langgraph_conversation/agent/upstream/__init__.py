@@ -10,9 +10,7 @@ not written for.
 Nothing outside this package touches a private member of LiteLLM, langchain-litellm,
 langchain-core, the OpenAI SDK or anyio.
 
-- litellm_ollama: the tool-call history LiteLLM drops from Ollama requests.
-- litellm_stream: reading LiteLLM's Ollama stream parser directly (the lean stream).
-- litellm_lazy: LiteLLM's lazy attributes and its default tokenizer.
+- litellm_lazy: LiteLLM's lazy attributes.
 - litellm_release: LiteLLM's logging threads, logging worker and cached HTTP clients.
 - litellm_images: an OpenAI client for image generation that LiteLLM cannot make retry.
 - langchain_litellm: keeping each call's key and base URL with that call.

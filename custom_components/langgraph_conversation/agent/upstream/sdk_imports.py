@@ -15,8 +15,10 @@ langchain-core 1.3) imports anyio's backend and LiteLLM's service logger too, wi
 Prometheus services integration, its MCP tool handler for chat completions (a call with
 tools checks them for MCP tools; it imports `litellm.proxy._experimental.mcp_server`), and
 langchain-core's tracers (its callback manager sets them up on the first run): about 20 ms
-on the event loop, on the first turn after a start.
-The warm-up imports them in the executor instead (FIRST_CHAT_MODULES).
+on the event loop, on the first turn after a start. An Ollama model's first call
+(agent/models/ollama_chat.py) imports the tracers and anyio's backend only.
+The warm-up imports them in the executor instead (FIRST_CHAT_MODULES, and
+FIRST_LITELLM_CHAT_MODULES for a model LiteLLM serves).
 
 The OpenAI SDK and anyio are pinned by Home Assistant itself (package_constraints.txt),
 to a different release in each; the manifest cannot pin them without conflicting. On a
@@ -27,7 +29,12 @@ on the loop (slower once, never wrong).
 
 from __future__ import annotations
 
+import importlib
+import logging
+
 from .versions import installed, matches
+
+_LOGGER = logging.getLogger(__name__)
 
 # The OpenAI SDK's private modules its embedding resource imports, per checked release.
 OPENAI_PRIVATE: dict[str, tuple[str, ...]] = {
@@ -77,10 +84,22 @@ CHAT_PUBLIC_MODULES = (
     "langchain_core.tracers.stdout",
     "langchain_core.messages.block_translators.langchain_v0",
     "langsmith.run_helpers",
-    "litellm.integrations.prometheus_services",
 )
-# LiteLLM's service logger, and its MCP handler with the private server utilities it imports.
+FIRST_CHAT_MODULES = _first_call_modules("chat call", CHAT_PUBLIC_MODULES, (), sdk_parser=False)
+# A first chat call through LiteLLM also imports its Prometheus services, its service
+# logger, and its MCP handler with the private server utilities that imports.
+LITELLM_CHAT_PUBLIC_MODULES = ("litellm.integrations.prometheus_services",)
 LITELLM_CHAT_PRIVATE = (*LITELLM_PRIVATE, "litellm.responses.mcp.chat_completions_handler")
-FIRST_CHAT_MODULES = _first_call_modules(
-    "chat call", CHAT_PUBLIC_MODULES, LITELLM_CHAT_PRIVATE, sdk_parser=False
+FIRST_LITELLM_CHAT_MODULES = _first_call_modules(
+    "chat call through LiteLLM", LITELLM_CHAT_PUBLIC_MODULES, LITELLM_CHAT_PRIVATE, sdk_parser=False
 )
+
+
+def import_present(names: tuple[str, ...]) -> None:
+    """Import each module that this install has (blocking: the executor). A public module
+    may move in a release: then the first call imports what replaced it, once, as before."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            _LOGGER.debug("No module %s to import ahead", name)
