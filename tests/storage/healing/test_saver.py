@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+import gc
 from pathlib import Path
 from typing import Any
+import weakref
 
 import pytest
 
@@ -292,3 +294,32 @@ async def test_deleted_while_its_write_back_runs_stays_deleted(
     switch.switch_on()
     await wait_up(health)
     assert await held(database, "garage") == turn_ids("garage", 3)
+
+
+class _TurnLike:
+    """Stands for what a turn hands its run: its tools, models and memories."""
+
+
+async def test_a_remembered_checkpoint_keeps_no_run_alive(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """The saver remembers each conversation's newest checkpoint (for an outage), not the
+    run that wrote it: the config LangGraph hands it carries the run's context and every
+    configurable value, which would keep each conversation's last turn alive."""
+    switch = Switch()
+    saver = HealingSaver(lambda: Switched(database, switch), make_health(switch))
+    graph = build_graph(saver)
+    alive = []
+    for number in (3, 4):
+        turn = _TurnLike()
+        alive.append(weakref.ref(turn))
+        config = {"configurable": {**KITCHEN["configurable"], "turn_stuff": turn}}
+        await graph.ainvoke(question("kitchen", number), config, context=turn)
+        del turn, config
+    gc.collect()
+
+    assert [ref() for ref in alive] == [None, None]
+    # What it remembers still names the checkpoint, and the next turn goes on from it.
+    found = await saver.aget_tuple(KITCHEN)
+    assert found is not None
+    assert ids(found.checkpoint["channel_values"]) == turn_ids("kitchen", 1, 2, 3, 4)
