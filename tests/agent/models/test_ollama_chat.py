@@ -387,3 +387,31 @@ async def test_the_key_goes_only_in_the_header(ollama_server: FakeOllamaServer) 
     with pytest.raises(Exception) as caught:  # noqa: PT011  classified below
         await wrong.ainvoke(PROMPT)
     assert classify_error(caught.value) is ModelErrorKind.AUTH
+
+
+async def test_a_blocking_invoke_reads_the_same_answer(ollama_server: FakeOllamaServer) -> None:
+    """LangChain's blocking `invoke` (in a worker thread: never on the loop) asks Ollama
+    for the answer whole and reads it as the stream is read: text, calls with ids, usage,
+    and a failure of the same kind."""
+    native, _ = _models(ollama_server)
+    ollama_server.add_text(
+        "Sure.", tool_calls=(ToolCall("HassTurnOn", {"name": "Kitchen"}),), prompt_tokens=12
+    )
+
+    answer = await asyncio.to_thread(native.bind_tools(TOOLS).invoke, PROMPT)
+
+    assert answer.content == "Sure."
+    assert [(call["name"], call["args"]) for call in answer.tool_calls] == [
+        ("HassTurnOn", {"name": "Kitchen"})
+    ]
+    assert all(call["id"] for call in answer.tool_calls)
+    assert answer.usage_metadata is not None
+    assert answer.usage_metadata["input_tokens"] == 12
+    sent = ollama_server.requests[-1]
+    assert sent["stream"] is False
+    assert [tool["function"]["name"] for tool in sent["tools"]] == ["HassTurnOn", "HassTurnOff"]
+
+    ollama_server.add_error(500, "runner crashed")
+    with pytest.raises(Exception) as caught:  # noqa: PT011  classified below
+        await asyncio.to_thread(native.invoke, PROMPT)
+    assert classify_error(caught.value) is ModelErrorKind.SERVER

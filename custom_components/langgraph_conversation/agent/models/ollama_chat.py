@@ -26,8 +26,8 @@ import httpx
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.chat_models import agenerate_from_stream
-from langchain_core.messages import AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.messages import AIMessageChunk, BaseMessage, message_chunk_to_message
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
@@ -119,6 +119,28 @@ class OllamaChatModel(BaseChatModel):
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
+    def _request(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        tools: Sequence[dict[str, Any]] | None,
+        response_format: Any,
+        *,
+        stream: bool = True,
+    ) -> tuple[str, dict[str, Any]]:
+        """The URL and JSON body of one /api/chat request."""
+        body = request_body(
+            self.name_on_server,
+            messages,
+            options=self._options(stop),
+            keep_alive=self.keep_alive,
+            think=self.think,
+            tools=tools,
+            response_format=response_format,
+            stream=stream,
+        )
+        return f"{(self.api_base or DEFAULT_BASE).rstrip('/')}/api/chat", body
+
     async def answer_chunks(
         self,
         messages: list[BaseMessage],
@@ -129,16 +151,7 @@ class OllamaChatModel(BaseChatModel):
     ) -> AsyncIterator[AIMessageChunk]:
         """The chunks of one answer, as they arrive; the response is closed when the
         reader stops early (an answer too long or too slow) as when it ends."""
-        body = request_body(
-            self.name_on_server,
-            messages,
-            options=self._options(stop),
-            keep_alive=self.keep_alive,
-            think=self.think,
-            tools=tools,
-            response_format=response_format,
-        )
-        url = f"{(self.api_base or DEFAULT_BASE).rstrip('/')}/api/chat"
+        url, body = self._request(messages, stop, tools, response_format)
         async with SHARED_CLIENT_USERS.use():
             client = await _client()
             request = client.build_request(
@@ -191,11 +204,29 @@ class OllamaChatModel(BaseChatModel):
         messages: list[BaseMessage],
         stop: list[str] | None = None,
         run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        response_format: Any = None,
     ) -> ChatResult:
-        # Every caller runs on Home Assistant's event loop and awaits the model; a
-        # blocking call there would stall it.
-        raise NotImplementedError("OllamaChatModel answers asynchronously only")
+        """LangChain's blocking `invoke`: one answer, not streamed, on a client of its own.
+
+        Blocking: never on the event loop (the integration itself always awaits the model).
+        """
+        url, body = self._request(messages, stop, tools, response_format, stream=False)
+        prepare_client()
+        with httpx.Client(verify=_TLS, follow_redirects=False) as client:
+            response = client.post(
+                url,
+                json=body,
+                headers=self._headers(),
+                timeout=httpx.Timeout(self.request_timeout),
+            )
+        if response.is_error:
+            raise OllamaAnswerError(_error_text(response), response.status_code, response.headers)
+        answer = AnswerReader().chunk(response.text)
+        if answer is None:
+            raise OllamaAnswerError("Ollama answered nothing")
+        return ChatResult(generations=[ChatGeneration(message=message_chunk_to_message(answer))])
 
 
 def _error_text(response: httpx.Response) -> str:

@@ -168,12 +168,13 @@ def request_body(
     think: bool | None = None,
     tools: Sequence[Mapping[str, Any]] | None = None,
     response_format: Any = None,
+    stream: bool = True,
 ) -> dict[str, Any]:
-    """The JSON body of one streamed /api/chat request (`model` without its prefix)."""
+    """The JSON body of one /api/chat request (`model` without its prefix)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": wire_messages(messages),
-        "stream": True,
+        "stream": stream,
         "options": dict(options),
     }
     if (fmt := _format(response_format)) is not None:
