@@ -32,13 +32,13 @@ from custom_components.langgraph_conversation.storage.postgres import PostgresSt
 from fakes import FakeOllamaServer, FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
-from homeassistant.core import Context, HomeAssistant
+from homeassistant.core import Context, HomeAssistant, ServiceCall
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers import device_registry as dr, issue_registry as ir
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, agent_entity_id
-from .helpers import assist_tool_name, text_of
+from .helpers import add_light, assist_tool_name, text_of
 from .postgres import BOTH_BACKENDS
 
 
@@ -100,6 +100,55 @@ async def test_confirmation_pending_across_reload(
     done = await _ask(hass, setup_integration, "yes", asked.conversation_id)
     assert done.response.speech["plain"]["speech"] == "Unlocked."
     assert len(unlock) == 1
+
+
+def _rows(path: Path) -> tuple[int, ...]:
+    """How many rows each conversation table of threads.db holds (a second connection)."""
+    with closing(sqlite3.connect(path)) as connection:
+        return tuple(
+            connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            for table in ("checkpoints", "channel_blobs", "checkpoint_writes")
+        )
+
+
+async def test_a_turn_is_written_whole_as_it_ends(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """While a turn runs, nothing of it is in threads.db: not its request, not the tool
+    call it is carrying out. When it answers, all of it is, and the next turn reads it."""
+    add_light(hass, "kitchen", "Kitchen Light", exposed=True)
+    path = Path(hass.config.path("langgraph_conversation", "threads.db"))
+    openai_server.add_text("Hello.")
+    first = await _ask(hass, setup_integration, "Hi", None)
+    before = await hass.async_add_executor_job(_rows, path)
+    seen_while_acting: list[tuple[int, ...]] = []
+
+    async def turn_on(call: ServiceCall) -> None:
+        seen_while_acting.append(await hass.async_add_executor_job(_rows, path))
+
+    hass.services.async_register("light", "turn_on", turn_on)
+    tool = await assist_tool_name(hass, "HassTurnOn")
+    openai_server.add_tool_calls([ToolCall(tool, {"name": "Kitchen Light"})])
+    openai_server.add_text("The kitchen light is on.")
+    await _ask(hass, setup_integration, "Turn on the kitchen light", first.conversation_id)
+
+    assert seen_while_acting == [before]
+    after = await hass.async_add_executor_job(_rows, path)
+    assert after[0] > before[0]
+    openai_server.add_text("You asked for the kitchen light.")
+    await _ask(hass, setup_integration, "What did I ask?", first.conversation_id)
+    sent = openai_server.requests[-1]["messages"][1:]
+    assert [message["role"] for message in sent] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert sent[3]["tool_calls"][0]["function"]["name"] == tool
+    assert text_of(sent[5]) == "The kitchen light is on."
 
 
 async def test_unusable_threads_file_falls_back_to_memory(
@@ -271,7 +320,8 @@ async def test_options_flow_sets_retention_and_reloads(
     assert shared.settings == StorageSettings(checkpoints_kept=5, thread_idle_days=0)
 
     conversation_id = None
-    for turn in range(4):
+    # One checkpoint per turn (a run is saved as it ends): seven turns, five kept.
+    for turn in range(7):
         openai_server.add_text(f"Answer {turn}.")
         conversation_id = (
             await _ask(hass, setup_integration, f"Question {turn}", conversation_id)

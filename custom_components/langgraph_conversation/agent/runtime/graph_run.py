@@ -35,13 +35,16 @@ async def run_graph(
     """
     events: asyncio.Queue[Any] = asyncio.Queue()
     run = asyncio.ensure_future(
-        # Each step is saved before the next runs: a failing file stops the turn before
-        # anything it could not record happens.
+        # The run is saved once, as it ends (an answer, a pause for a confirmation, a
+        # failure or a cancellation), before ainvoke returns: a turn is recorded whole or
+        # not at all. Saving every step cost two to four more round trips to the file per
+        # turn; a failing file no longer stops a turn (storage/healing keeps the run in
+        # memory), so they bought nothing but a half turn after a crash.
         graph.ainvoke(
             graph_input,
             config,
             context=replace(context, emit=events.put_nowait),
-            durability="sync",
+            durability="exit",
         )
     )
     run.add_done_callback(lambda _: events.put_nowait(_DONE))
