@@ -228,6 +228,6 @@ async def test_memories_say_so_when_no_entry_could_start(
         await _call(hass, "list_memories", {"household": True}, None, response=True)
     assert caught.value.translation_key == "stack_failed"
     assert str(caught.value) == (
-        "The conversation agent could not start. See the log for the cause, or reload the"
+        "LangGraph Conversation could not start. See the log for the cause, or reload the"
         " integration"
     )

@@ -11,17 +11,23 @@ from typing import Any
 import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.langgraph_conversation.const import CONF_CHECKPOINTS_KEPT
+from custom_components.langgraph_conversation.config_flow import DEFAULT_AI_TASK_OPTIONS
+from custom_components.langgraph_conversation.const import (
+    CONF_CHECKPOINTS_KEPT,
+    DOMAIN,
+    SUBENTRY_AI_TASK,
+)
 from custom_components.langgraph_conversation.persistence import DATA_STORAGE
 from fakes import FakeOpenAIServer
-from homeassistant.components import conversation
-from homeassistant.config_entries import ConfigEntryState
+from homeassistant.components import ai_task, conversation
+from homeassistant.config_entries import ConfigEntryState, ConfigSubentryData
 from homeassistant.const import EVENT_HOMEASSISTANT_STARTED
 from homeassistant.core import Context, CoreState, HomeAssistant
-from homeassistant.helpers import intent
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers import entity_registry as er, intent
 from homeassistant.setup import async_setup_component
 
-from .conftest import TEST_KEY, add_test_entry, agent_entity_id
+from .conftest import TEST_KEY, _test_entry, add_test_entry, agent_entity_id
 
 
 async def _set_up_while_starting(hass: HomeAssistant, entry: MockConfigEntry) -> None:
@@ -133,8 +139,39 @@ async def test_a_stop_during_the_build_waits_for_its_imports_to_end(
 # What a turn hears when the entry's stack could not be built (Home Assistant's English
 # message drops the final full stop).
 STACK_FAILED = (
-    "The conversation agent could not start. See the log for the cause, or reload the integration"
+    "LangGraph Conversation could not start. See the log for the cause, or reload the integration"
 )
+
+
+async def test_a_task_of_a_failed_build_hears_the_same_sentence(
+    hass: HomeAssistant, openai_server: FakeOpenAIServer
+) -> None:
+    """An AI task of an entry whose build failed is refused with the sentence a turn
+    hears, which names the integration (a task is no conversation agent); no model call."""
+    task = ConfigSubentryData(
+        data=DEFAULT_AI_TASK_OPTIONS,
+        subentry_type=SUBENTRY_AI_TASK,
+        title="Broken task",
+        unique_id=None,
+    )
+    entry = _test_entry(openai_server.api_base, [task], {CONF_CHECKPOINTS_KEPT: "lots"})
+    entry.add_to_hass(hass)
+    for domain in ("homeassistant", "conversation", "intent"):
+        assert await async_setup_component(hass, domain, {})
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    entity_id = er.async_get(hass).async_get_entity_id(
+        "ai_task", DOMAIN, next(iter(entry.subentries))
+    )
+    assert entity_id is not None
+
+    with pytest.raises(HomeAssistantError) as caught:
+        await ai_task.async_generate_data(
+            hass, task_name="Test task", entity_id=entity_id, instructions="Do the task."
+        )
+    assert caught.value.translation_key == "stack_failed"
+    assert str(caught.value) == STACK_FAILED
+    assert openai_server.request_count == 0
 
 
 def _build_failures(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
