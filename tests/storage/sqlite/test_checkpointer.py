@@ -8,6 +8,7 @@ from contextlib import closing
 from datetime import UTC, datetime, timedelta
 import itertools
 from pathlib import Path
+import random
 import sqlite3
 from typing import Any
 
@@ -201,6 +202,65 @@ async def test_pending_interrupts_are_what_the_state_shows(open_saver: OpenSaver
     await graph.ainvoke(Command(resume="no"), config)
     assert (await graph.aget_state(config)).interrupts == ()
     assert await saver.apending_interrupts("front-door") == []
+
+
+async def test_the_read_after_the_interrupt_check_comes_from_it_once(
+    open_saver: OpenSaver, tmp_path: Path
+) -> None:
+    """A turn checks for a pause, then LangGraph reads the same newest checkpoint: that
+    read is answered from the check's rows (no second round trip), and only once. A
+    change made behind the saver's back (the file is this process's alone) shows that."""
+    saver = await open_saver()
+    first = await put_checkpoint(saver, "kitchen", values={"said": "hello"})
+    assert await saver.apending_interrupts("kitchen") == []
+    await sql(tmp_path / "checkpoints.db", "DELETE FROM checkpoints")
+
+    prefetched = await saver.aget_tuple(thread("kitchen"))
+    assert prefetched is not None
+    assert prefetched.config == first
+    assert prefetched.checkpoint["channel_values"] == {"said": "hello"}
+    assert await saver.aget_tuple(thread("kitchen")) is None
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_reads_after_interrupt_checks_always_show_the_file(
+    open_saver: OpenSaver, seed: int
+) -> None:
+    """Generated interleavings of interrupt checks, reads, checkpoints, pending writes,
+    deletions and other writes to the file on three threads: every read shows what a
+    second saver on its own connection reads from the file at that moment."""
+    rng = random.Random(seed)
+    saver = await open_saver()
+    other = await open_saver()
+    newest: dict[str, RunnableConfig] = {}
+    checked: set[str] = set()  # threads checked with no write since: their read is served
+    served = 0
+    for step in range(150):
+        name = rng.choice(("a", "b", "c"))
+        action = rng.choice(("check", "check", "read", "read", "put", "writes", "delete", "other"))
+        if action == "check":
+            await saver.apending_interrupts(name)
+            checked.add(name)
+        elif action == "read":
+            served += name in checked
+            checked.discard(name)
+            assert await saver.aget_tuple(thread(name)) == await other.aget_tuple(thread(name))
+            continue
+        elif action == "put":
+            newest[name] = await put_checkpoint(saver, name, values={"step": step})
+        elif action == "writes" and name in newest:
+            channel = rng.choice((INTERRUPT, "said"))
+            await saver.aput_writes(newest[name], [(channel, [f"w{step}"])], f"task-{step}")
+        elif action == "delete":
+            await saver.adelete_thread(name)
+            newest.pop(name, None)
+        elif action == "other":
+            await saver.database.check()
+        else:
+            continue
+        if action != "check":
+            checked.clear()
+    assert served > 0
 
 
 async def test_delete_threads_idle_since(open_saver: OpenSaver) -> None:

@@ -19,6 +19,7 @@ checkpoints, their writes and the channel values no kept checkpoint uses are del
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import UTC, datetime
 import json
@@ -130,6 +131,10 @@ _CHECKPOINT_COLUMNS = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, created_at, "
     "checkpoint_type, checkpoint, channel_versions, metadata"
 )
+# Threads whose newest checkpoint apending_interrupts keeps for the read that follows.
+_PREFETCHED_KEPT = 16
+_NOT_PREFETCHED = object()
+
 _READ_COLUMNS = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
     "checkpoint_type, checkpoint, channel_versions, metadata"
@@ -140,6 +145,8 @@ _WRITE_COLUMNS = (
 )
 
 type _Row = tuple[Any, ...]
+# A checkpoint as read: its row, its channel values and its pending writes (as stored).
+type _Found = tuple[_Row, list[_Row], list[_Row]]
 type _CheckpointKey = tuple[str, str, str]
 
 
@@ -184,6 +191,8 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         self._database = database
         # A list, so that the clones share it and a changed retention reaches them all.
         self._retention = [keep_last]
+        # Shared by the clones too: see apending_interrupts.
+        self._prefetched: OrderedDict[str, tuple[int, _Found | None]] = OrderedDict()
 
     @classmethod
     async def open(
@@ -225,8 +234,12 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint `config` names, or the thread's newest one without a checkpoint_id."""
         thread_id, checkpoint_ns, checkpoint_id = _address(config)
+        if checkpoint_id is None and not checkpoint_ns:
+            prefetched = self._take_prefetched(thread_id)
+            if prefetched is not _NOT_PREFETCHED:
+                return None if prefetched is None else self._build_tuple(*prefetched)
 
-        def read(connection: sqlite3.Connection) -> tuple[_Row, list[_Row], list[_Row]] | None:
+        def read(connection: sqlite3.Connection) -> _Found | None:
             if checkpoint_id is None:
                 row = connection.execute(
                     f"SELECT {_READ_COLUMNS} FROM checkpoints"
@@ -312,25 +325,46 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         """The interrupts the thread's newest checkpoint (root namespace) waits on.
 
         What `aget_state(...).interrupts` reports, for a fraction of the cost: only the
-        interrupt writes are read, not the whole state (every message revived).
+        interrupt writes are revived, not the state (every message). The checkpoint's
+        rows come along as stored: a turn asks this, then runs its graph, whose first
+        act is to read the same checkpoint (`aget_tuple`). That read is answered from
+        these rows while nothing was written to the file since (`SqliteDatabase.changes`):
+        a round trip to the file less per turn.
         """
 
-        def read(connection: sqlite3.Connection) -> list[tuple[str, bytes]]:
-            return connection.execute(
-                "SELECT value_type, value FROM checkpoint_writes"
-                " WHERE thread_id = ?1 AND checkpoint_ns = '' AND channel = ?2"
-                " AND checkpoint_id = (SELECT checkpoint_id FROM checkpoints"
-                "  WHERE thread_id = ?1 AND checkpoint_ns = ''"
-                "  ORDER BY checkpoint_id DESC LIMIT 1)"
-                " ORDER BY task_path, task_id",
-                (thread_id, INTERRUPT),
-            ).fetchall()
+        def read(connection: sqlite3.Connection) -> _Found | None:
+            row = connection.execute(
+                f"SELECT {_READ_COLUMNS} FROM checkpoints"
+                " WHERE thread_id = ? AND checkpoint_ns = ''"
+                " ORDER BY checkpoint_id DESC LIMIT 1",
+                (thread_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            return row, *_read_values_and_writes(connection, row)
 
+        changes = self._database.changes
+        found = await self._database.read(read)
+        self._prefetched.pop(thread_id, None)
+        self._prefetched[thread_id] = (changes, found)
+        while len(self._prefetched) > _PREFETCHED_KEPT:
+            self._prefetched.popitem(last=False)
+        if found is None:
+            return []
         return [
             interrupt
-            for row in await self._database.read(read)
-            for interrupt in self.serde.loads_typed(row)
+            for _task_id, channel, value_type, value in found[2]
+            if channel == INTERRUPT
+            for interrupt in self.serde.loads_typed((value_type, value))
         ]
+
+    def _take_prefetched(self, thread_id: str) -> _Found | object | None:
+        """The thread's newest checkpoint rows apending_interrupts read, once, if the
+        file is unchanged since; else _NOT_PREFETCHED."""
+        entry = self._prefetched.pop(thread_id, None)
+        if entry is None or entry[0] != self._database.changes:
+            return _NOT_PREFETCHED
+        return entry[1]
 
     def _build_tuple(
         self, row: _Row, blobs: Iterable[_Row], writes: Iterable[_Row]

@@ -213,6 +213,10 @@ class SqliteDatabase:
         # Set after damage: the connection is not used again until `reopen`.
         self._broken: sqlite3.Error | None = None
         self._failing = False
+        # Write transactions submitted (and reconnections) so far. Transactions run in
+        # submission order, so a read submitted while this was N showed the file as it
+        # still is while it is N: what was read then may be used instead of reading again.
+        self.changes = 0
         self.on_failure: Callable[[sqlite3.Error], None] | None = None
         self.on_recovery: Callable[[], None] | None = None
         self.on_restore: Callable[[], None] | None = None
@@ -252,6 +256,7 @@ class SqliteDatabase:
 
     async def reopen(self) -> None:
         """Connect to the file at the path afresh (after damage was repaired)."""
+        self.changes += 1
         await self._call(self._side.connect)
         self._broken = None
         self._failing = False
@@ -267,6 +272,7 @@ class SqliteDatabase:
 
     async def write[T](self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` in a write transaction, committed if it returns, rolled back if it raises."""
+        self.changes += 1
         return await self._transaction("BEGIN IMMEDIATE", work)
 
     async def _transaction[T](self, begin: str, work: Callable[[sqlite3.Connection], T]) -> T:
