@@ -133,7 +133,11 @@ async def test_a_stop_during_the_build_waits_for_its_imports_to_end(
     await hass.async_stop()
 
     assert not stack.built
-    assert DATA_STORAGE not in hass.data
+    # On a busy machine the build may have opened the shared storage before the stop
+    # reached it: then the stop closed it (Home Assistant unloads no entry at its stop,
+    # so the closed storage stays registered).
+    shared = hass.data.get(DATA_STORAGE)
+    assert shared is None or (shared.backend is None and shared.healing is None)
 
 
 # What a turn hears when the entry's stack could not be built (Home Assistant's English
