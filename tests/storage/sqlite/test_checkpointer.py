@@ -12,6 +12,7 @@ import random
 import sqlite3
 from typing import Any
 
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple
 from langgraph.checkpoint.base.id import uuid6
@@ -222,13 +223,56 @@ async def test_the_read_after_the_interrupt_check_comes_from_it_once(
     assert await saver.aget_tuple(thread("kitchen")) is None
 
 
+async def test_the_newest_checkpoint_as_written_is_read_without_reviving_it(
+    open_saver: OpenSaver,
+) -> None:
+    """A saver reads its own newest checkpoint of a thread back with the values it wrote:
+    the same messages, in containers of their own (a change to what one read returned
+    does not reach the next). A newer checkpoint another saver wrote is read from the
+    file, and so is any older one."""
+    saver = await open_saver()
+    other = await open_saver()
+    hello, there = HumanMessage("hello", id="m1"), AIMessage("hi there", id="m2")
+    first = await put_checkpoint(saver, "kitchen", values={"messages": [hello]})
+    second = await put_checkpoint(saver, "kitchen", values={"messages": [hello, there]})
+
+    for read in (saver.aget_tuple, lambda config: _after_check(saver, config)):
+        found = await read(thread("kitchen"))
+        assert found is not None
+        assert found.config == second
+        messages = found.checkpoint["channel_values"]["messages"]
+        assert messages == [hello, there]
+        assert messages[0] is hello
+        assert messages[1] is there
+        messages.append(HumanMessage("changed by a reader"))
+
+    older = await saver.aget_tuple(first)
+    assert older is not None
+    assert older.checkpoint["channel_values"]["messages"] == [hello]
+    assert older.checkpoint["channel_values"]["messages"][0] is not hello
+
+    newer = await put_checkpoint(other, "kitchen", values={"messages": [there]})
+    found = await saver.aget_tuple(thread("kitchen"))
+    assert found is not None
+    assert found.config == newer
+    assert found.checkpoint["channel_values"]["messages"] == [there]
+    assert found.checkpoint["channel_values"]["messages"][0] is not there
+
+
+async def _after_check(saver: SqliteCheckpointSaver, config: RunnableConfig) -> Any:
+    """The read a turn makes: the interrupt check, then the newest checkpoint."""
+    await saver.apending_interrupts(config["configurable"]["thread_id"])
+    return await saver.aget_tuple(config)
+
+
 @pytest.mark.parametrize("seed", range(8))
 async def test_reads_after_interrupt_checks_always_show_the_file(
     open_saver: OpenSaver, seed: int
 ) -> None:
-    """Generated interleavings of interrupt checks, reads, checkpoints, pending writes,
-    deletions and other writes to the file on three threads: every read shows what a
-    second saver on its own connection reads from the file at that moment."""
+    """Generated interleavings of interrupt checks, reads, checkpoints (this saver's and
+    another's on the same file), pending writes, deletions and other writes to the file on
+    three threads: every read shows what a second saver on its own connection reads from
+    the file at that moment."""
     rng = random.Random(seed)
     saver = await open_saver()
     other = await open_saver()
@@ -237,7 +281,9 @@ async def test_reads_after_interrupt_checks_always_show_the_file(
     served = 0
     for step in range(150):
         name = rng.choice(("a", "b", "c"))
-        action = rng.choice(("check", "check", "read", "read", "put", "writes", "delete", "other"))
+        action = rng.choice(
+            ("check", "check", "read", "read", "put", "put_elsewhere", "writes", "delete", "other")
+        )
         if action == "check":
             await saver.apending_interrupts(name)
             checked.add(name)
@@ -247,7 +293,15 @@ async def test_reads_after_interrupt_checks_always_show_the_file(
             assert await saver.aget_tuple(thread(name)) == await other.aget_tuple(thread(name))
             continue
         elif action == "put":
-            newest[name] = await put_checkpoint(saver, name, values={"step": step})
+            values = {"step": step, "said": [f"s{step}"], "held": {"step": step}}
+            newest[name] = await put_checkpoint(saver, name, values=values)
+        elif action == "put_elsewhere":
+            # Another saver on the file writes a newer checkpoint: what this saver wrote
+            # last is no longer the newest. (Between a turn's check and its read, the file
+            # is taken to change only through this saver's database: its change count
+            # moves with this write of the file's own.)
+            newest[name] = await put_checkpoint(other, name, values={"said": [f"o{step}"]})
+            await saver.database.check()
         elif action == "writes" and name in newest:
             channel = rng.choice((INTERRUPT, "said"))
             await saver.aput_writes(newest[name], [(channel, [f"w{step}"])], f"task-{step}")
@@ -522,10 +576,14 @@ async def test_tampered_blob_does_not_construct_arbitrary_classes(
 ) -> None:
     """Someone who can write the file plants a call to os.system and to a class; reading
     the checkpoint returns their data, never calls either. The same payload does revive
-    when the class is explicitly allowed, so the test payload itself is well-formed."""
+    when the class is explicitly allowed, so the test payload itself is well-formed.
+
+    The file is read by a saver that did not write it (Home Assistant restarted): the
+    saver that wrote a checkpoint answers its own newest one with the values it wrote."""
     marker = tmp_path / "pwned"
+    writer = await open_saver()
+    config = await put_checkpoint(writer, "t", values={"shell": "a", "canary": "b"})
     saver = await open_saver()
-    config = await put_checkpoint(saver, "t", values={"shell": "a", "canary": "b"})
     path = tmp_path / "checkpoints.db"
     planted = {
         "shell": ext(EXT_CONSTRUCTOR_POS_ARGS, "os", "system", [f"touch {marker}"]),

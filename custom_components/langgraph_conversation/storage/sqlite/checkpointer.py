@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 import json
 from pathlib import Path
@@ -134,6 +135,8 @@ _CHECKPOINT_COLUMNS = (
 # Threads whose newest checkpoint apending_interrupts keeps for the read that follows.
 _PREFETCHED_KEPT = 16
 _NOT_PREFETCHED = object()
+# Threads whose newest checkpoint's channel values this saver keeps as it wrote them.
+_WRITTEN_KEPT = 64
 
 _READ_COLUMNS = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
@@ -145,8 +148,31 @@ _WRITE_COLUMNS = (
 )
 
 type _Row = tuple[Any, ...]
-# A checkpoint as read: its row, its channel values and its pending writes (as stored).
-type _Found = tuple[_Row, list[_Row], list[_Row]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """A thread's newest checkpoint (root namespace) as this saver stored it: its id,
+    its channel versions as stored (JSON text) and its channel values, the objects
+    LangGraph handed `aput`.
+
+    A read whose row is still this checkpoint (the same id and the same channel
+    versions, read from the file in the read's transaction) does not read the values
+    back and revive them: it answers with these (their containers copied; LangGraph
+    replaces a channel's value, it does not change one in place). Reviving every message
+    of a long conversation was most of a turn's reading: about 1 ms at 100 messages
+    (scripts/bench, figure 1). Whatever else wrote the file since (another saver, a
+    deletion) changed the row, and the read goes to the file as before.
+    """
+
+    checkpoint_id: str
+    channel_versions: str
+    values: dict[str, Any]
+
+
+# A checkpoint as read: its row, its channel values (as stored, or as this saver wrote
+# them when the row says they are those) and its pending writes (as stored).
+type _Found = tuple[_Row, list[_Row] | _Written, list[_Row]]
 type _CheckpointKey = tuple[str, str, str]
 
 
@@ -193,6 +219,7 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         self._retention = [keep_last]
         # Shared by the clones too: see apending_interrupts.
         self._prefetched: OrderedDict[str, tuple[int, _Found | None]] = OrderedDict()
+        self._written: OrderedDict[str, _Written] = OrderedDict()
 
     @classmethod
     async def open(
@@ -239,6 +266,8 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
             if prefetched is not _NOT_PREFETCHED:
                 return None if prefetched is None else self._build_tuple(*prefetched)
 
+        written = None if checkpoint_ns else self._written.get(thread_id)
+
         def read(connection: sqlite3.Connection) -> _Found | None:
             if checkpoint_id is None:
                 row = connection.execute(
@@ -255,6 +284,8 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
                 ).fetchone()
             if row is None:
                 return None
+            if written is not None and _is_written(row, written):
+                return row, written, _read_writes(connection, row)
             return row, *_read_values_and_writes(connection, row)
 
         found = await self._database.read(read)
@@ -330,7 +361,11 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         act is to read the same checkpoint (`aget_tuple`). That read is answered from
         these rows while nothing was written to the file since (`SqliteDatabase.changes`):
         a round trip to the file less per turn.
+
+        A checkpoint this saver wrote itself comes with its values as written (_Written).
         """
+
+        written = self._written.get(thread_id)
 
         def read(connection: sqlite3.Connection) -> _Found | None:
             row = connection.execute(
@@ -341,6 +376,8 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
             ).fetchone()
             if row is None:
                 return None
+            if written is not None and _is_written(row, written):
+                return row, written, _read_writes(connection, row)
             return row, *_read_values_and_writes(connection, row)
 
         changes = self._database.changes
@@ -367,7 +404,7 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         return entry[1]
 
     def _build_tuple(
-        self, row: _Row, blobs: Iterable[_Row], writes: Iterable[_Row]
+        self, row: _Row, blobs: Iterable[_Row] | _Written, writes: Iterable[_Row]
     ) -> CheckpointTuple:
         (
             thread_id,
@@ -381,10 +418,14 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         ) = row
         checkpoint: Checkpoint = {
             **self.serde.loads_typed((checkpoint_type, checkpoint_blob)),
-            "channel_values": {
-                channel: self.serde.loads_typed((value_type, value))
-                for channel, value_type, value in blobs
-            },
+            "channel_values": (
+                {channel: _container_copy(value) for channel, value in blobs.values.items()}
+                if isinstance(blobs, _Written)
+                else {
+                    channel: self.serde.loads_typed((value_type, value))
+                    for channel, value_type, value in blobs
+                }
+            ),
         }
         return CheckpointTuple(
             config=_config(thread_id, checkpoint_ns, checkpoint_id),
@@ -463,7 +504,22 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
                 _keep_newest(connection, thread_id, checkpoint_ns, keep_last)
 
         await self._database.write(write)
+        if not checkpoint_ns:
+            self._remember_written(
+                thread_id,
+                _Written(
+                    checkpoint_id,
+                    checkpoint_row[8],
+                    {channel: _container_copy(value) for channel, value in values.items()},
+                ),
+            )
         return _config(thread_id, checkpoint_ns, checkpoint_id)
+
+    def _remember_written(self, thread_id: str, written: _Written) -> None:
+        self._written.pop(thread_id, None)
+        self._written[thread_id] = written
+        while len(self._written) > _WRITTEN_KEPT:
+            self._written.popitem(last=False)
 
     async def aput_writes(
         self,
@@ -524,6 +580,7 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and channel value of a thread."""
+        self._written.pop(thread_id, None)
         await self._database.write(lambda connection: _delete_threads(connection, [thread_id]))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -695,7 +752,7 @@ def _read_values_and_writes(
     connection: sqlite3.Connection, row: _Row
 ) -> tuple[list[_Row], list[_Row]]:
     """A checkpoint row's channel values (as stored) and pending writes, in LangGraph order."""
-    thread_id, checkpoint_ns, checkpoint_id, *_, channel_versions, _metadata = row
+    thread_id, checkpoint_ns, _checkpoint_id, *_, channel_versions, _metadata = row
     blobs = connection.execute(
         "SELECT b.channel, b.value_type, b.value FROM json_each(?) AS v"
         " JOIN channel_blobs AS b ON b.thread_id = ? AND b.checkpoint_ns = ?"
@@ -703,14 +760,36 @@ def _read_values_and_writes(
         " WHERE b.value_type != ?",
         (channel_versions, thread_id, checkpoint_ns, _EMPTY),
     ).fetchall()
+    return blobs, _read_writes(connection, row)
+
+
+def _read_writes(connection: sqlite3.Connection, row: _Row) -> list[_Row]:
+    """A checkpoint row's pending writes (as stored), in LangGraph order."""
+    thread_id, checkpoint_ns, checkpoint_id, *_ = row
     # `writes_sort_key` order: the order in which LangGraph applies a step's writes.
-    writes = connection.execute(
+    return connection.execute(
         "SELECT task_id, channel, value_type, value FROM checkpoint_writes"
         " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
         " ORDER BY task_path, task_id, idx",
         (thread_id, checkpoint_ns, checkpoint_id),
     ).fetchall()
-    return blobs, writes
+
+
+def _is_written(row: _Row, written: _Written) -> bool:
+    """Whether a checkpoint row is the one `written` remembers: the same id, and the
+    same channel versions (so the same channel values: a version's value is stored
+    once, and never changes)."""
+    return row[2] == written.checkpoint_id and row[6] == written.channel_versions
+
+
+def _container_copy(value: Any) -> Any:
+    """A channel value's own container copied (a list or dict of messages, the held
+    confirmation): the objects it holds are shared, never changed in place."""
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, dict):
+        return dict(value)
+    return value
 
 
 def _keep_newest(
