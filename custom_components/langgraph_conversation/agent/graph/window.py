@@ -207,27 +207,33 @@ def plan_turn(
     schemas = {tool.name: formatted(tool) for tool in (*tools, *compact_tools)}
     request_tokens = messages_tokens(request)
 
-    def needed(layers: PromptLayers, kept: list[BaseTool]) -> int:
+    def needed(layers: PromptLayers, kept: list[BaseTool]) -> tuple[int, int]:
+        """The tokens the turn's fixed part needs, and those of its tools among them."""
+        tools_part = tools_tokens([schemas[t.name] for t in kept])
         system = text_tokens(layers.render()) + MESSAGE_OVERHEAD
-        return system + tools_tokens([schemas[t.name] for t in kept]) + request_tokens + reply
+        return system + tools_part + request_tokens + reply, tools_part
 
+    # Counted again only after something changed: each count renders the whole prompt
+    # and writes out every tool, and most turns fit at once.
     compacted = False
     kept = list(tools)
-    if needed(prompt, kept) > window and compact_instructions is not None:
+    total, tools_part = needed(prompt, kept)
+    if total > window and compact_instructions is not None:
         prompt = replace(prompt, instructions=compact_instructions())
         compacted = True
         # Without the listing the model finds names with these; they are never dropped.
         kept += compact_tools
+        total, tools_part = needed(prompt, kept)
     dropped: list[str] = []
-    if needed(prompt, kept) > window:
+    if total > window:
         instructions = prompt.render()
         for tool in reversed(tools):
-            if needed(prompt, kept) <= window:
+            if total <= window:
                 break
             if tool.name in optional_tools and tool.name not in instructions:
                 kept.remove(tool)
                 dropped.append(tool.name)
-    total = needed(prompt, kept)
+                total, tools_part = needed(prompt, kept)
     if total > window:
         raise WindowTooSmall(window, total)
     if compacted or dropped:
@@ -245,13 +251,7 @@ def plan_turn(
             ),
             total,
         )
-    plan = WindowPlan(
-        window,
-        reply,
-        tools_tokens([schemas[t.name] for t in kept]),
-        compacted,
-        tuple(dropped),
-    )
+    plan = WindowPlan(window, reply, tools_part, compacted, tuple(dropped))
     return TurnFit(prompt, kept, plan, window - total)
 
 
