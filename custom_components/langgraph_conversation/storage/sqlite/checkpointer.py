@@ -19,9 +19,7 @@ checkpoints, their writes and the channel values no kept checkpoint uses are del
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 import json
 from pathlib import Path
@@ -51,6 +49,7 @@ from .links import (
     delete_links_of_threads,
     delete_links_unused_since,
 )
+from .newest import Found, NewestCheckpoints, NotPrefetched, Row, Written
 from .ratings import (
     TABLE as RATINGS_TABLE,
     create_ratings_table,
@@ -132,12 +131,6 @@ _CHECKPOINT_COLUMNS = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, created_at, "
     "checkpoint_type, checkpoint, channel_versions, metadata"
 )
-# Threads whose newest checkpoint apending_interrupts keeps for the read that follows.
-_PREFETCHED_KEPT = 16
-_NOT_PREFETCHED = object()
-# Threads whose newest checkpoint's channel values this saver keeps as it wrote them.
-_WRITTEN_KEPT = 64
-
 _READ_COLUMNS = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
     "checkpoint_type, checkpoint, channel_versions, metadata"
@@ -147,32 +140,6 @@ _WRITE_COLUMNS = (
     "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, value_type, value"
 )
 
-type _Row = tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _Written:
-    """A thread's newest checkpoint (root namespace) as this saver stored it: its id,
-    its channel versions as stored (JSON text) and its channel values, the objects
-    LangGraph handed `aput`.
-
-    A read whose row is still this checkpoint (the same id and the same channel
-    versions, read from the file in the read's transaction) does not read the values
-    back and revive them: it answers with these (their containers copied; LangGraph
-    replaces a channel's value, it does not change one in place). Reviving every message
-    of a long conversation was most of a turn's reading: about 1 ms at 100 messages
-    (scripts/bench, figure 1). Whatever else wrote the file since (another saver, a
-    deletion) changed the row, and the read goes to the file as before.
-    """
-
-    checkpoint_id: str
-    channel_versions: str
-    values: dict[str, Any]
-
-
-# A checkpoint as read: its row, its channel values (as stored, or as this saver wrote
-# them when the row says they are those) and its pending writes (as stored).
-type _Found = tuple[_Row, list[_Row] | _Written, list[_Row]]
 type _CheckpointKey = tuple[str, str, str]
 
 
@@ -217,9 +184,8 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         self._database = database
         # A list, so that the clones share it and a changed retention reaches them all.
         self._retention = [keep_last]
-        # Shared by the clones too: see apending_interrupts.
-        self._prefetched: OrderedDict[str, tuple[int, _Found | None]] = OrderedDict()
-        self._written: OrderedDict[str, _Written] = OrderedDict()
+        # Shared by the clones too (newest.py).
+        self._newest = NewestCheckpoints()
 
     @classmethod
     async def open(
@@ -262,13 +228,13 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         """The checkpoint `config` names, or the thread's newest one without a checkpoint_id."""
         thread_id, checkpoint_ns, checkpoint_id = _address(config)
         if checkpoint_id is None and not checkpoint_ns:
-            prefetched = self._take_prefetched(thread_id)
-            if prefetched is not _NOT_PREFETCHED:
+            prefetched = self._newest.take_prefetched(thread_id, self._database.changes)
+            if not isinstance(prefetched, NotPrefetched):
                 return None if prefetched is None else self._build_tuple(*prefetched)
 
-        written = None if checkpoint_ns else self._written.get(thread_id)
+        written = None if checkpoint_ns else self._newest.written(thread_id)
 
-        def read(connection: sqlite3.Connection) -> _Found | None:
+        def read(connection: sqlite3.Connection) -> Found | None:
             if checkpoint_id is None:
                 row = connection.execute(
                     f"SELECT {_READ_COLUMNS} FROM checkpoints"
@@ -284,9 +250,7 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
                 ).fetchone()
             if row is None:
                 return None
-            if written is not None and _is_written(row, written):
-                return row, written, _read_writes(connection, row)
-            return row, *_read_values_and_writes(connection, row)
+            return _found(connection, row, written)
 
         found = await self._database.read(read)
         return None if found is None else self._build_tuple(*found)
@@ -362,12 +326,11 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         these rows while nothing was written to the file since (`SqliteDatabase.changes`):
         a round trip to the file less per turn.
 
-        A checkpoint this saver wrote itself comes with its values as written (_Written).
+        A checkpoint this saver wrote itself comes with its values as written (newest.py).
         """
+        written = self._newest.written(thread_id)
 
-        written = self._written.get(thread_id)
-
-        def read(connection: sqlite3.Connection) -> _Found | None:
+        def read(connection: sqlite3.Connection) -> Found | None:
             row = connection.execute(
                 f"SELECT {_READ_COLUMNS} FROM checkpoints"
                 " WHERE thread_id = ? AND checkpoint_ns = ''"
@@ -376,16 +339,11 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
             ).fetchone()
             if row is None:
                 return None
-            if written is not None and _is_written(row, written):
-                return row, written, _read_writes(connection, row)
-            return row, *_read_values_and_writes(connection, row)
+            return _found(connection, row, written)
 
         changes = self._database.changes
         found = await self._database.read(read)
-        self._prefetched.pop(thread_id, None)
-        self._prefetched[thread_id] = (changes, found)
-        while len(self._prefetched) > _PREFETCHED_KEPT:
-            self._prefetched.popitem(last=False)
+        self._newest.prefetched(thread_id, changes, found)
         if found is None:
             return []
         return [
@@ -395,16 +353,8 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
             for interrupt in self.serde.loads_typed((value_type, value))
         ]
 
-    def _take_prefetched(self, thread_id: str) -> _Found | object | None:
-        """The thread's newest checkpoint rows apending_interrupts read, once, if the
-        file is unchanged since; else _NOT_PREFETCHED."""
-        entry = self._prefetched.pop(thread_id, None)
-        if entry is None or entry[0] != self._database.changes:
-            return _NOT_PREFETCHED
-        return entry[1]
-
     def _build_tuple(
-        self, row: _Row, blobs: Iterable[_Row] | _Written, writes: Iterable[_Row]
+        self, row: Row, blobs: Iterable[Row] | Written, writes: Iterable[Row]
     ) -> CheckpointTuple:
         (
             thread_id,
@@ -419,8 +369,8 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         checkpoint: Checkpoint = {
             **self.serde.loads_typed((checkpoint_type, checkpoint_blob)),
             "channel_values": (
-                {channel: _container_copy(value) for channel, value in blobs.values.items()}
-                if isinstance(blobs, _Written)
+                blobs.channel_values()
+                if isinstance(blobs, Written)
                 else {
                     channel: self.serde.loads_typed((value_type, value))
                     for channel, value_type, value in blobs
@@ -505,21 +455,8 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
 
         await self._database.write(write)
         if not checkpoint_ns:
-            self._remember_written(
-                thread_id,
-                _Written(
-                    checkpoint_id,
-                    checkpoint_row[8],
-                    {channel: _container_copy(value) for channel, value in values.items()},
-                ),
-            )
+            self._newest.wrote(thread_id, checkpoint_id, checkpoint_row[8], values)
         return _config(thread_id, checkpoint_ns, checkpoint_id)
-
-    def _remember_written(self, thread_id: str, written: _Written) -> None:
-        self._written.pop(thread_id, None)
-        self._written[thread_id] = written
-        while len(self._written) > _WRITTEN_KEPT:
-            self._written.popitem(last=False)
 
     async def aput_writes(
         self,
@@ -536,8 +473,8 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
         from WRITES_IDX_MAP, one slot per task, and the latest value replaces the earlier.
         """
         thread_id, checkpoint_ns, checkpoint_id = _address(config)
-        keep_first: list[_Row] = []
-        keep_latest: list[_Row] = []
+        keep_first: list[Row] = []
+        keep_latest: list[Row] = []
         for position, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, position)
             row = (
@@ -580,7 +517,7 @@ class SqliteCheckpointSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and channel value of a thread."""
-        self._written.pop(thread_id, None)
+        self._newest.forget(thread_id)
         await self._database.write(lambda connection: _delete_threads(connection, [thread_id]))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -748,9 +685,18 @@ def _matches(metadata: dict[str, Any], filter: dict[str, Any]) -> bool:
     return all(metadata.get(key) == value for key, value in filter.items())
 
 
+def _found(connection: sqlite3.Connection, row: Row, written: Written | None) -> Found:
+    """A checkpoint row with its channel values and pending writes; the values as the saver
+    wrote them when `written` is this checkpoint (newest.py), else as stored."""
+    _thread_id, _ns, checkpoint_id, *_, channel_versions, _metadata = row
+    if written is not None and written.is_row_of(checkpoint_id, channel_versions):
+        return row, written, _read_writes(connection, row)
+    return row, *_read_values_and_writes(connection, row)
+
+
 def _read_values_and_writes(
-    connection: sqlite3.Connection, row: _Row
-) -> tuple[list[_Row], list[_Row]]:
+    connection: sqlite3.Connection, row: Row
+) -> tuple[list[Row], list[Row]]:
     """A checkpoint row's channel values (as stored) and pending writes, in LangGraph order."""
     thread_id, checkpoint_ns, _checkpoint_id, *_, channel_versions, _metadata = row
     blobs = connection.execute(
@@ -763,7 +709,7 @@ def _read_values_and_writes(
     return blobs, _read_writes(connection, row)
 
 
-def _read_writes(connection: sqlite3.Connection, row: _Row) -> list[_Row]:
+def _read_writes(connection: sqlite3.Connection, row: Row) -> list[Row]:
     """A checkpoint row's pending writes (as stored), in LangGraph order."""
     thread_id, checkpoint_ns, checkpoint_id, *_ = row
     # `writes_sort_key` order: the order in which LangGraph applies a step's writes.
@@ -773,23 +719,6 @@ def _read_writes(connection: sqlite3.Connection, row: _Row) -> list[_Row]:
         " ORDER BY task_path, task_id, idx",
         (thread_id, checkpoint_ns, checkpoint_id),
     ).fetchall()
-
-
-def _is_written(row: _Row, written: _Written) -> bool:
-    """Whether a checkpoint row is the one `written` remembers: the same id, and the
-    same channel versions (so the same channel values: a version's value is stored
-    once, and never changes)."""
-    return row[2] == written.checkpoint_id and row[6] == written.channel_versions
-
-
-def _container_copy(value: Any) -> Any:
-    """A channel value's own container copied (a list or dict of messages, the held
-    confirmation): the objects it holds are shared, never changed in place."""
-    if isinstance(value, list):
-        return list(value)
-    if isinstance(value, dict):
-        return dict(value)
-    return value
 
 
 def _keep_newest(
