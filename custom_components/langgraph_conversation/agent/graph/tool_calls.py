@@ -35,7 +35,6 @@ from ..guard import (
     quoted_json,
     scan_data_async,
 )
-from ..upstream.langchain_core import run_tool
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -147,7 +146,7 @@ async def _run_one(
             is_error=True,
         )
     try:
-        result = await run_tool(tool, call.args)
+        result = await tool.ainvoke(call.args)
     except ToolFailure as err:
         return await _scanned(call, err.data, is_error=True)
     except asyncio.CancelledError:
