@@ -37,11 +37,10 @@ class BackgroundServer:
         # Set by the server thread before it reports its port.
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested: asyncio.Event | None = None
-        # Open connections, the listening socket and its accept task; only touched on the
-        # server's own loop. No listener while refusing connections.
+        # Open connections and what accepts them; only touched on the server's own loop.
+        # No acceptor while refusing connections.
         self._connections: set[asyncio.BaseTransport] = set()
-        self._listener: socket.socket | None = None
-        self._accepting: asyncio.Task[None] | None = None
+        self._acceptor: _Acceptor | None = None
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -96,14 +95,11 @@ class BackgroundServer:
         )
 
     async def _set_listening(self, listening: bool) -> None:
-        if listening and self._listener is None:
+        if listening and self._acceptor is None:
             assert self._runner is not None
             assert self._port is not None
-            self._listener = socket.create_server((self._host, self._port))
-            self._listener.setblocking(False)
-            self._accepting = asyncio.create_task(
-                _accept(self._listener, self._runner, self._connections)
-            )
+            listener = socket.create_server((self._host, self._port))
+            self._acceptor = _Acceptor(listener, self._runner, self._connections)
         elif not listening:
             await self._stop_listening()
             for transport in self._connections:
@@ -111,13 +107,9 @@ class BackgroundServer:
             self._connections.clear()
 
     async def _stop_listening(self) -> None:
-        accepting, self._accepting = self._accepting, None
-        listener, self._listener = self._listener, None
-        if accepting is not None:
-            accepting.cancel()
-            await asyncio.gather(accepting, return_exceptions=True)
-        if listener is not None:
-            listener.close()
+        acceptor, self._acceptor = self._acceptor, None
+        if acceptor is not None:
+            await acceptor.close()
 
     def _launch(self) -> Future[int]:
         if self._thread is not None:
@@ -154,7 +146,6 @@ class BackgroundServer:
         # handler at once instead of leaving it sleeping through a scripted delay.
         runner = web.AppRunner(self._app, access_log=None, handler_cancellation=True)
         listener = socket.create_server((self._host, 0))
-        listener.setblocking(False)
         try:
             await runner.setup()
         except BaseException as err:
@@ -162,9 +153,9 @@ class BackgroundServer:
             started.set_exception(err)
             raise
         connections = self._connections
-        self._runner, self._listener = runner, listener
+        self._runner = runner
         self._port = listener.getsockname()[1]
-        self._accepting = asyncio.create_task(_accept(listener, runner, connections))
+        self._acceptor = _Acceptor(listener, runner, connections)
         self._loop = asyncio.get_running_loop()
         self._stop_requested = asyncio.Event()
         started.set_result(self._port)
@@ -182,19 +173,65 @@ class BackgroundServer:
             self._runner = None
 
 
-async def _accept(
-    listener: socket.socket, runner: web.AppRunner, connections: set[asyncio.BaseTransport]
-) -> None:
-    """Accept connections for aiohttp, keeping each transport so stop() can drop it.
+class _Acceptor:
+    """Accepts connections for aiohttp, keeping each transport so stop() can drop it.
 
     Not loop.create_server(): an asyncio Server closed at the instant it accepts a
     connection fails to attach it and leaves that socket open, unanswered (seen
-    with LiteLLM's synchronous model-info request racing a test's teardown).
+    with LiteLLM's synchronous model-info request racing a test's teardown). Nor a task
+    awaiting loop.sock_accept(): cancelled just after the kernel handed it a connection,
+    it drops that socket into the cancelled await, where it stays open until the cyclic
+    collector runs; a client blocked on it (that same synchronous request, on the test's
+    loop) waits forever and the collector never runs. Here the listener is read in a
+    plain callback: every accepted socket is at once either being attached (close()
+    cancels that, and the socket is closed) or in `connections`.
     """
-    loop = asyncio.get_running_loop()
-    assert runner.server is not None
-    while True:
-        conn, _ = await loop.sock_accept(listener)
-        transport, _ = await loop.connect_accepted_socket(runner.server, conn)
-        connections.difference_update([t for t in connections if t.is_closing()])
-        connections.add(transport)
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        runner: web.AppRunner,
+        connections: set[asyncio.BaseTransport],
+    ) -> None:
+        self._listener = listener
+        self._runner = runner
+        self._connections = connections
+        # Sockets accepted and not yet attached, by the task attaching each.
+        self._attaching: dict[asyncio.Task[None], socket.socket] = {}
+        self._loop = asyncio.get_running_loop()
+        listener.setblocking(False)
+        self._loop.add_reader(listener.fileno(), self._accept_waiting)
+
+    def _accept_waiting(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            conn.setblocking(False)
+            task = self._loop.create_task(self._attach(conn))
+            self._attaching[task] = conn
+            task.add_done_callback(self._attached)
+
+    def _attached(self, task: asyncio.Task[None]) -> None:
+        conn = self._attaching.pop(task)
+        if task.cancelled() or task.exception() is not None:
+            conn.close()
+
+    async def _attach(self, conn: socket.socket) -> None:
+        server = self._runner.server
+        assert server is not None
+        transport, _ = await self._loop.connect_accepted_socket(server, conn)
+        self._connections.difference_update([t for t in self._connections if t.is_closing()])
+        self._connections.add(transport)
+
+    async def close(self) -> None:
+        """Stop accepting; a connection accepted but not yet attached is closed."""
+        self._loop.remove_reader(self._listener.fileno())
+        self._listener.close()
+        # A task cancelled before its first step never runs its body: its done callback
+        # (_attached) closes the socket either way.
+        attaching = list(self._attaching)
+        for task in attaching:
+            task.cancel()
+        await asyncio.gather(*attaching, return_exceptions=True)

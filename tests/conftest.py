@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 import gc
 from pathlib import Path
+import sys
 import threading
 from typing import Any
 
@@ -96,9 +97,18 @@ def fresh_model_windows() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 async def release_litellm_clients() -> AsyncIterator[None]:
-    """Tests without an entry to unload (config flows) still leave no LiteLLM client open."""
+    """Tests without an entry to unload (config flows) still leave no LiteLLM client open.
+
+    Nor do tests that call LiteLLM plainly (tests/test_fakes.py): the integration closes
+    LiteLLM's clients only once it has loaded its own LiteLLM module, which such a test
+    may never do when it runs alone.
+    """
     yield
     await async_release_shared_clients()
+    if "litellm" in sys.modules:
+        from custom_components.langgraph_conversation.agent.upstream import litellm_release
+
+        await litellm_release.close_shared_clients()
 
 
 @pytest.fixture(autouse=True)

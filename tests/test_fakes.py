@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 import gc
 import json
 import socket
+import threading
 import time
 from typing import Any
 
@@ -32,6 +33,10 @@ from custom_components.langgraph_conversation.agent.graph.tool_calls import (
     tool_message,
 )
 from custom_components.langgraph_conversation.agent.guard import Released
+
+# LiteLLM's logging threads are the ones the integration owns and stops after each test
+# (tests/conftest.py), as in Home Assistant, also when this file runs alone.
+from custom_components.langgraph_conversation.agent.upstream import litellm_release  # noqa: F401
 from fakes import FakeOllamaServer, FakeOpenAIServer, Reply, ToolCall
 from fakes.offline_model import LITELLM_MODEL, OfflineModelServer
 from fakes.openai_server import images_of
@@ -486,6 +491,41 @@ async def test_chunks_are_sent_as_they_come(
     assert arrivals[-1] - arrivals[0] >= 0.4
 
 
+async def _first_texts_through_litellm(server: FakeOpenAIServer, count: int) -> list[str]:
+    """The first `count` chunks' texts of a LiteLLM stream, which is then closed."""
+    stream = await litellm.acompletion(stream=True, **openai_call(server))
+    texts: list[str] = []
+    async for chunk in stream:
+        assert chunk.choices[0].finish_reason is None
+        texts.append(chunk.choices[0].delta.content or "")
+        if len(texts) >= count:
+            break
+    await stream.aclose()
+    return texts
+
+
+async def _first_texts_through_httpx(server: FakeOllamaServer, count: int) -> list[str]:
+    """The first `count` lines' texts of an /api/chat stream read as the integration's
+    Ollama client reads it (agent/models/ollama_chat.py: httpx), which then hangs up.
+
+    Not LiteLLM's ollama_chat: its stream's aclose() closes the line iterator but not the
+    HTTP response, which stays open until the collector finalizes it.
+    """
+    texts: list[str] = []
+    body = {"model": "llama3.2", "messages": USER, "stream": True}
+    async with (
+        httpx.AsyncClient() as client,
+        client.stream("POST", f"{server.base_url}/api/chat", json=body) as response,
+    ):
+        async for line in response.aiter_lines():
+            message = json.loads(line)
+            assert message["done"] is False
+            texts.append(message["message"]["content"])
+            if len(texts) >= count:
+                break
+    return texts
+
+
 @pytest.mark.parametrize("protocol", ["openai", "ollama"])
 async def test_endless_reply_until_the_client_hangs_up(
     socket_enabled: None,
@@ -495,20 +535,13 @@ async def test_endless_reply_until_the_client_hangs_up(
 ) -> None:
     """An endless reply streams numbered text without a finish chunk; the response
     ends when the client closes the stream."""
-    server, call = (
-        (openai_fake, openai_call(openai_fake))
-        if protocol == "openai"
-        else (ollama_fake, ollama_call(ollama_fake))
-    )
+    server = openai_fake if protocol == "openai" else ollama_fake
     server.add(Reply(text="la ", endless=True, chunk_size=3))
-    stream = await litellm.acompletion(stream=True, **call)
-    texts: list[str] = []
-    async for chunk in stream:
-        assert chunk.choices[0].finish_reason is None
-        texts.append(chunk.choices[0].delta.content or "")
-        if len(texts) >= 300:
-            break
-    await stream.aclose()
+    texts = await (
+        _first_texts_through_litellm(openai_fake, 300)
+        if protocol == "openai"
+        else _first_texts_through_httpx(ollama_fake, 300)
+    )
     assert "".join(texts).startswith("la la 1 la 2 la 3 ")
     async with asyncio.timeout(5):
         while not server.timings:  # noqa: ASYNC110  the server runs on its own thread
@@ -530,6 +563,73 @@ async def test_wait_for_requests_and_stop_mid_reply(
     assert time.perf_counter() - started < 15.0
     with pytest.raises(litellm.InternalServerError, match="Connection error"):
         await task
+
+
+def _connect_until_refused(port: int, opened: list[socket.socket], enough: threading.Event) -> None:
+    """Open connections to `port`, each sending one request, until refused or told."""
+    request = b"GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    while not enough.is_set():
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        except OSError:
+            return
+        opened.append(sock)
+        try:
+            sock.sendall(request)
+        except OSError:
+            return
+
+
+def _read_each_to_the_end(socks: list[socket.socket]) -> list[bool]:
+    """For each socket, whether the server's side ended (closed or reset) within 5 s."""
+    ended = []
+    for sock in socks:
+        sock.settimeout(5)
+        try:
+            while sock.recv(65536):
+                pass
+        except TimeoutError:
+            ended.append(False)
+        except OSError:
+            ended.append(True)  # a reset is an end too
+        else:
+            ended.append(True)
+    return ended
+
+
+async def test_stop_leaves_no_connection_open_even_mid_accept(socket_enabled: None) -> None:
+    """A client connecting while the server stops is never left waiting on an open socket.
+
+    A connection accepted in the very instant the server stopped used to stay open with
+    nobody reading it, until Python's cyclic collector ran; a client blocked on it (LiteLLM's
+    synchronous /api/show, on the test's own loop) could wait forever and the collector
+    never ran. With the collector off, every connection opened while the server stops must
+    still end.
+    """
+    gc.disable()
+    try:
+        for _ in range(15):
+            server = FakeOllamaServer()
+            await server.start()
+            opened: list[socket.socket] = []
+            enough = threading.Event()
+            flood = threading.Thread(
+                target=_connect_until_refused, args=(server.port, opened, enough)
+            )
+            flood.start()
+            await asyncio.sleep(0.02)
+            await server.stop()
+            enough.set()
+            await asyncio.to_thread(flood.join)
+            try:
+                ended = await asyncio.to_thread(_read_each_to_the_end, opened)
+            finally:
+                for sock in opened:
+                    sock.close()
+            assert opened
+            assert all(ended), f"{ended.count(False)} of {len(opened)} connections left open"
+    finally:
+        gc.enable()
 
 
 async def test_openai_models_endpoint(socket_enabled: None, openai_fake: FakeOpenAIServer) -> None:
