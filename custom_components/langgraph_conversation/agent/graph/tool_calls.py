@@ -35,6 +35,7 @@ from ..guard import (
     quoted_json,
     scan_data_async,
 )
+from ..upstream.langchain_core import run_tool
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ async def _run_one(
             is_error=True,
         )
     try:
-        result = await tool.ainvoke(call.args)
+        result = await run_tool(tool, call.args)
     except ToolFailure as err:
         return await _scanned(call, err.data, is_error=True)
     except asyncio.CancelledError:

@@ -14,7 +14,7 @@ langchain-core, the OpenAI SDK or anyio.
 - litellm_release: LiteLLM's logging threads, logging worker and cached HTTP clients.
 - litellm_images: an OpenAI client for image generation that LiteLLM cannot make retry.
 - langchain_litellm: keeping each call's key and base URL with that call.
-- langchain_core: merging a streamed answer's metadata.
+- langchain_core: merging a streamed answer's metadata; running a JSON-schema tool.
 - sdk_imports: the modules a first embedding or chat call imports (the SDK's, anyio's, LiteLLM's).
 - openai_stream: the OpenAI SDK's stream generators, closed with each answer.
 - stream_ends: ending httpx's chain of generators under a response closed early.
