@@ -64,19 +64,42 @@ def chromium(marker: str) -> Iterator[Browser]:
             browser.close()
 
 
+# How long a click on "Log in" may go unanswered before the person clicks again.
+_LOGIN_CLICK_WAIT_MS = 8_000
+
+
+def _past_login(url: str) -> bool:
+    """Whether the frontend has left the login page and its redirect for a dashboard."""
+    return urlsplit(url).path not in ("", "/") and "/auth/" not in url
+
+
 def log_in(page: Page, base_url: str, username: str, password: str) -> None:
-    """Through Home Assistant's login page, like a person; ends on the overview."""
+    """Through Home Assistant's login page, like a person; ends on the overview.
+
+    URLs are awaited until they are committed, not until the page's "load" event: that
+    event waits for every resource, and the elements awaited next say when the page can
+    be used.
+    """
     page.goto(f"{base_url}/")
-    page.wait_for_url(re.compile(r"/auth/authorize"), timeout=30_000)
+    page.wait_for_url(re.compile(r"/auth/authorize"), timeout=30_000, wait_until="commit")
     page.locator("input[name=username]").fill(username)
     page.locator("input[name=password]").fill(password)
-    page.get_by_role("button", name="Log in").click()
+    log_in_button = page.get_by_role("button", name="Log in")
+    log_in_button.click()
     # The frontend takes the auth code from the redirect (/?auth_callback=1), then goes to
     # "/" and on to the default dashboard; a dialog opened before that would close again.
-    page.wait_for_url(
-        lambda url: urlsplit(url).path not in ("", "/") and "/auth/" not in url,
-        timeout=30_000,
-    )
+    # A click the login form did not take (seen once in a fresh-clone run: the form still
+    # filled in, 30 s later) is made again, as a person would.
+    deadline = time.monotonic() + 40
+    while True:
+        try:
+            page.wait_for_url(_past_login, timeout=_LOGIN_CLICK_WAIT_MS, wait_until="commit")
+            break
+        except PlaywrightTimeoutError:
+            if time.monotonic() > deadline:
+                raise
+            if "/auth/authorize" in page.url and log_in_button.is_visible():
+                log_in_button.click()
     page.locator("home-assistant-main").wait_for(timeout=30_000)
     page.wait_for_load_state("networkidle")
 
