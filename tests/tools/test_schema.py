@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+import json
 from typing import Any
 
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -217,6 +218,67 @@ async def test_assist_tools_are_converted_once_per_distinct_schema(hass: HomeAss
     assert len(tool_schema._converted) == kept
 
 
+async def test_a_turns_assist_tools_are_known_without_walking_them(
+    hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new turn's Assist tools hold the same validators as the last turn's: they are
+    known by them, without the fingerprint's walk, and convert the same; the shared
+    conversions the tool path reads stay as converted."""
+    for component in ("homeassistant", "conversation", "intent"):
+        assert await async_setup_component(hass, component, {})
+    add_light(hass, "kitchen", "Kitchen Light", exposed=True)
+    tool_schema._converted.clear()
+    tool_schema._known.clear()
+    first = await assist_api(hass)
+    expected = {tool.name: openai_tool(tool) for tool in tools_from_llm_api(hass, first)}
+    assert tool_schema._known
+
+    def no_walk(value: Any, path: Any = None) -> Any:
+        raise AssertionError("fingerprinted a schema already known")
+
+    monkeypatch.setattr(tool_schema, "_fingerprint", no_walk)
+    second = await assist_api(hass)
+    assert {id(t) for t in first.tools}.isdisjoint(id(t) for t in second.tools)
+    again = {tool.name: openai_tool(tool) for tool in tools_from_llm_api(hass, second)}
+    assert again == expected
+    for tool in second.tools:
+        assert tool_parameters(tool.parameters, second.custom_serializer) == sanitize_schema(
+            schema_to_json(tool.parameters, second.custom_serializer)
+        )
+    for text, shared in tool_schema._converted.values():
+        assert shared == json.loads(text)
+
+
+def test_a_validator_changed_in_place_shows_within_the_recheck_age(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A schema known by its objects is fingerprinted again once its entry is old, so a
+    validator changed in place (its identity unchanged) converts as it now is."""
+    now = [1000.0]
+    monkeypatch.setattr(tool_schema, "_clock", lambda: now[0])
+    rooms = ["den", "hall"]
+    slots = {vol.Required("room"): vol.In(rooms)}
+
+    def enum() -> list[str]:
+        return tool_parameters(vol.Schema(dict(slots)), None)["properties"]["room"]["enum"]
+
+    assert enum() == ["den", "hall"]
+    rooms.append("attic")
+    now[0] += tool_schema._RECHECK_AFTER / 2
+    assert enum() == ["den", "hall"]  # known by identity, not walked again yet
+    now[0] += tool_schema._RECHECK_AFTER
+    assert enum() == ["den", "hall", "attic"]
+    assert enum() == ["den", "hall", "attic"]
+
+
+def test_schemas_known_by_identity_are_bounded() -> None:
+    """Entries hold their objects alive; only the newest _CONVERTED_KEPT are kept."""
+    for n in range(tool_schema._CONVERTED_KEPT + 20):
+        tool_parameters(vol.Schema({vol.Required(f"a{n}"): str}), None)
+    assert len(tool_schema._known) == tool_schema._CONVERTED_KEPT
+    assert len(tool_schema._converted) == tool_schema._CONVERTED_KEPT
+
+
 @pytest.mark.parametrize(
     ("one", "other"),
     [
@@ -267,6 +329,7 @@ def test_functions_count_by_identity() -> None:
         return check
 
     one, other = validator(), validator()
+    tool_schema._converted.clear()
     before = len(tool_schema._converted)
     for check in (one, other, one):
         schema = vol.Schema({vol.Required("a"): check})

@@ -128,15 +128,16 @@ def _as_langchain_tool(
     # What the model is shown; Home Assistant validates the call against its own schema.
     # The live-context tool filters by several domains at once ("lights and sensors"):
     # its lists stay, where an intent is offered one target as people name it.
-    converted = tool_parameters(tool.parameters, api.custom_serializer)
     if _is_assists(tool, api):
         live_context = assist_job(tool) == LIVE_CONTEXT_TOOL
+        # Read only: lean_schema builds a new schema of it.
+        converted = tool_parameters(tool.parameters, api.custom_serializer, shared=True)
         lean = lean_schema(converted, device_classes, lists_as_one=not live_context)
         parameters = shorter_parameters(without_unmatchable(lean, floors))
     else:
         # Another API's parameters mean what that API says: Assist's matching rules (one
         # target or a list, device classes, floors) do not apply to them.
-        parameters = converted
+        parameters = tool_parameters(tool.parameters, api.custom_serializer)
 
     async def call(**arguments: Any) -> Any:
         # A tool of another API that calls a service without its llm_context's Context is

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from enum import Enum
 from functools import cache, partial
 import json
+import time
 from types import BuiltinFunctionType, FunctionType, MethodType, NoneType
 from typing import Any
 
@@ -118,7 +120,8 @@ def sanitize_schema(schema: dict[str, Any]) -> dict[str, Any]:
 # exposed entities' names and areas), so their identity says nothing; converting them
 # again every turn was a tenth of the turn's overhead.
 _CONVERTED_KEPT = 128
-_converted: OrderedDict[Hashable, str] = OrderedDict()
+# Each as JSON text (copied from) and as the dict it reads as (shared).
+_converted: OrderedDict[Hashable, tuple[str, dict[str, Any]]] = OrderedDict()
 
 
 class _ByIdentity:
@@ -319,21 +322,88 @@ def without_unmatchable(parameters: dict[str, Any], floors: bool) -> dict[str, A
     return {**parameters, "properties": kept}
 
 
-def tool_parameters(schema: Any, custom_serializer: Callable[[Any], Any] | None) -> dict[str, Any]:
+# In front of the fingerprint, a schema is also known by the objects it holds. Home
+# Assistant's intent tools put the same key and validator objects (their intent handler's
+# slot schema, built once) into a new Schema every turn, so those objects name the schema
+# as well as its fingerprint does, which walks every object in it (about 225 a turn for
+# Assist's tools: most of their conversion's cost per turn). A validator changed in place
+# keeps its identity, so a schema known this way is fingerprinted again once the entry is
+# _RECHECK_AFTER seconds old: such a change shows within that time.
+_RECHECK_AFTER = 60.0
+_clock = time.monotonic
+
+
+@dataclass(slots=True)
+class _KnownSchema:
+    """The fingerprint key of a schema known by identity, and what its identity names."""
+
+    # The key and value objects and the serializer: held, so no id is reused meanwhile.
+    parts: tuple[Any, ...]
+    key: Hashable
+    checked: float
+
+
+_known: OrderedDict[Hashable, _KnownSchema] = OrderedDict()
+
+
+def _identity(schema: Any, custom_serializer: Any) -> tuple[Hashable, tuple[Any, ...]] | None:
+    """(A key naming `schema` by the objects it holds, those objects); None when its
+    content is not a plain dict (then only the fingerprint names it)."""
+    inner = getattr(schema, "schema", None)
+    if type(inner) is not dict:
+        return None
+    required, extra = getattr(schema, "required", None), getattr(schema, "extra", None)
+    if not isinstance(required, bool | NoneType) or not isinstance(extra, int | NoneType):
+        return None
+    items = tuple(inner.items())
+    key = (
+        type(schema),
+        required,
+        extra,
+        id(custom_serializer),
+        tuple((id(k), id(v)) for k, v in items),
+    )
+    return key, (items, custom_serializer)
+
+
+def _conversion_key(schema: Any, custom_serializer: Any) -> Hashable | None:
+    """What the converted schema is cached under (None: not cached, converted anew)."""
+    identity, parts = _identity(schema, custom_serializer) or (None, ())
+    now = _clock()
+    entry = _known.get(identity) if identity is not None else None
+    if entry is not None and now - entry.checked < _RECHECK_AFTER:
+        _known.move_to_end(identity)
+        return entry.key
+    try:
+        key: Hashable = (_fingerprint(schema), _ByIdentity(custom_serializer))
+    except RecursionError:  # nested too deep to summarise: converted every time
+        return None
+    if identity is not None:
+        _known[identity] = _KnownSchema(parts, key, now)
+        _known.move_to_end(identity)
+        while len(_known) > _CONVERTED_KEPT:
+            _known.popitem(last=False)
+    return key
+
+
+def tool_parameters(
+    schema: Any, custom_serializer: Callable[[Any], Any] | None, *, shared: bool = False
+) -> dict[str, Any]:
     """`sanitize_schema(schema_to_json(...))`, converted once per distinct schema.
 
-    Each call returns its own copy, so a caller changing it cannot change the cache.
+    Each call returns its own copy, so a caller changing it cannot change the cache;
+    `shared`: the cached dict itself, for a caller that only reads it (lean_schema builds
+    a new one), which spares the copy.
     """
-    try:
-        key: Hashable | None = (_fingerprint(schema), _ByIdentity(custom_serializer))
-    except RecursionError:  # nested too deep to summarise: converted every time
-        key = None
+    key = _conversion_key(schema, custom_serializer)
     if key is not None and (converted := _converted.get(key)) is not None:
         _converted.move_to_end(key)
-        return json.loads(converted)
+        text, parameters = converted
+        return parameters if shared else json.loads(text)
     parameters = sanitize_schema(schema_to_json(schema, custom_serializer))
     if key is not None:
-        _converted[key] = json.dumps(parameters)
+        text = json.dumps(parameters)
+        _converted[key] = (text, json.loads(text))
         while len(_converted) > _CONVERTED_KEPT:
             _converted.popitem(last=False)
     return parameters
