@@ -355,6 +355,22 @@ async def test_images_go_as_data_and_urls_never_leave(ollama_server: FakeOllamaS
     assert len(ollama_server.requests) == sent
 
 
+async def test_a_line_of_any_length_reads_whole(ollama_server: FakeOllamaServer) -> None:
+    """A tool call's arguments far over aiohttp's 128 KiB line limit (a long note, a
+    drafted automation) and an answer split at any byte arrive whole, as through LiteLLM."""
+    note = "ü" + "x" * 300_000 + "é"
+    native, reference = _models(ollama_server)
+    answers = []
+    for model in (reference, native):
+        ollama_server.add_text("Noted.", tool_calls=(ToolCall("HassTurnOn", {"name": note}),))
+        answer, _count = await _stream(model)
+        answers.append(answer)
+    assert [(c["name"], c["args"]) for c in answers[1].tool_calls] == [
+        ("HassTurnOn", {"name": note})
+    ]
+    assert _comparable(answers[1]) == _comparable(answers[0])
+
+
 async def test_an_answer_cut_short_leaves_nothing_open(ollama_server: FakeOllamaServer) -> None:
     """A reader that stops after the first words closes the response and every generator
     under it before it goes on: nothing is left for the loop to close."""

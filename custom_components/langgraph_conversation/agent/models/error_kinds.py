@@ -7,6 +7,7 @@ import functools
 import sys
 from types import ModuleType
 
+import aiohttp
 import httpx
 
 from ..errors import ModelError, ModelErrorKind
@@ -69,9 +70,16 @@ def _kind_from_status(status: int) -> ModelErrorKind | None:
     return None
 
 
+# aiohttp's timeouts (the native Ollama model's) are TimeoutErrors.
 _TIMEOUTS = (httpx.TimeoutException, TimeoutError)
-# A transport that really failed (refused, reset, cut mid-stream)...
-_TRANSPORT_FAILURES = (httpx.TransportError, ConnectionError)
+# A transport that really failed (refused, reset, cut mid-stream, no usable address)...
+_TRANSPORT_FAILURES = (
+    httpx.TransportError,
+    ConnectionError,
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    aiohttp.InvalidURL,
+)
 
 
 def _timeouts() -> tuple[type[BaseException], ...]:
