@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
+from custom_components.langgraph_conversation.const import CONF_PROMPT
 from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
@@ -226,4 +228,34 @@ async def test_other_agents_turns_are_folded_into_the_thread(
         ("user", "Turn on the porch light"),
         ("assistant", "Turned on the porch light"),
         ("user", "Is the porch light on?"),
+    ]
+
+
+@pytest.mark.parametrize("agent_overrides", [{CONF_PROMPT: "Hello {{ states( "}])
+async def test_instructions_that_fail_to_render_fail_the_turn_cleanly(
+    hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
+) -> None:
+    """Home Assistant refuses the turn while its thread is being chosen (that starts
+    first, to overlap the prompt's rendering): the user gets Home Assistant's error, the
+    model is not asked, nothing is left running, and once the instructions are fixed the
+    same conversation goes on."""
+    agent_id = agent_entity_id(hass, setup_integration)
+    result = await conversation.async_converse(
+        hass, "What is the answer?", "kept-conversation", Context(), agent_id=agent_id
+    )
+    assert result.response.response_type == intent.IntentResponseType.ERROR
+    assert openai_server.requests == []
+
+    subentry = next(iter(setup_integration.subentries.values()))
+    hass.config_entries.async_update_subentry(
+        setup_integration, subentry, data={**subentry.data, CONF_PROMPT: "Be brief."}
+    )
+    await hass.async_block_till_done()
+    openai_server.add_text("Forty-two.")
+    result = await conversation.async_converse(
+        hass, "What is the answer?", "kept-conversation", Context(), agent_id=agent_id
+    )
+    assert result.response.speech["plain"]["speech"] == "Forty-two."
+    assert [text_of(m) for m in messages_of(openai_server.requests[0], "user")] == [
+        "What is the answer?"
     ]
