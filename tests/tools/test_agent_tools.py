@@ -6,7 +6,7 @@ import json
 
 import litellm
 import pytest
-from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 
 from custom_components.langgraph_conversation.const import (
     CONF_COMPACT_CONTEXT,
@@ -22,7 +22,11 @@ from fakes import FakeOpenAIServer, ToolCall
 from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
 from homeassistant.core import Context, HomeAssistant
-from homeassistant.helpers import area_registry as ar, entity_registry as er
+from homeassistant.helpers import (
+    area_registry as ar,
+    config_validation as cv,
+    entity_registry as er,
+)
 
 from ..conftest import agent_entity_id
 from ..helpers import messages_of, text_of
@@ -99,6 +103,49 @@ async def test_home_tool_through_the_agent(
     state = json.loads(text_of(messages_of(openai_server.requests[1], "tool")[0]))
     assert state["entity_id"] == "light.lamp_1"
     assert state["state"] == "off"
+
+
+# With Home Assistant's API the model turns a light on through Assist's HassTurnOn; without
+# it, through our own light tool. Both kinds of tool are built once and copied per turn.
+@pytest.mark.parametrize(
+    ("agent_overrides", "tool", "arguments"),
+    [
+        ({}, "HassTurnOn", {"name": "Lamp {n}", "domain": ["light"]}),
+        ({CONF_LLM_HASS_API: []}, "home_light_control", {"action": "turn_on", "name": "Lamp {n}"}),
+    ],
+)
+async def test_each_turn_s_tools_act_for_that_turn_s_person(
+    hass: HomeAssistant,
+    setup_integration: MockConfigEntry,
+    openai_server: FakeOpenAIServer,
+    tool: str,
+    arguments: dict,
+) -> None:
+    """Tools offered turn after turn are the same tools, each bound to its own turn: the
+    light each person asked for is switched in that person's name (Home Assistant's
+    service calls say who), never in the name of whoever asked before."""
+    _add_home(hass, 3)
+    calls = async_mock_service(hass, "light", "turn_on")
+    agent_id = agent_entity_id(hass, setup_integration)
+    people = [await hass.auth.async_create_user(f"Person {n}") for n in range(3)]
+    # Home Assistant's name for its intent tool differs between versions.
+    await conversation.async_converse(hass, "Hi", None, Context(), agent_id=agent_id)
+    tool = next(name for name in _tool_names(openai_server.requests[0]) if name.endswith(tool))
+    for n, person in enumerate(people):
+        asked = {
+            key: value.format(n=n) if isinstance(value, str) else value
+            for key, value in arguments.items()
+        }
+        openai_server.add_tool_calls([ToolCall(tool, asked)])
+        openai_server.add_text(f"Lamp {n} is on.")
+        result = await conversation.async_converse(
+            hass, f"Turn on lamp {n}", None, Context(user_id=person.id), agent_id=agent_id
+        )
+        assert result.response.speech["plain"]["speech"] == f"Lamp {n} is on."
+    await hass.async_block_till_done()
+    assert [(cv.ensure_list(call.data["entity_id"]), call.context.user_id) for call in calls] == [
+        ([f"light.lamp_{n}"], person.id) for n, person in enumerate(people)
+    ]
 
 
 @pytest.mark.parametrize("agent_overrides", [{CONF_COMPACT_CONTEXT: True}])

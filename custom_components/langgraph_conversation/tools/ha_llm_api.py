@@ -16,7 +16,7 @@ from ours (`distinct_names`); a call still reaches Home Assistant under its own 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 import logging
 import re
 from typing import Any
@@ -30,12 +30,15 @@ from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
 
 from ..agent.errors import ToolFailure
+from ..agent.tool_templates import ToolTemplates, unbound
 from .assist_wording import shorter, shorter_parameters
 from .effects import api_tool_context
 from .media_intents import INTENT_KEY, grouped_media_intents
 from .schema import home_has_floors, lean_schema, tool_parameters, without_unmatchable
 
 _LOGGER = logging.getLogger(__name__)
+# Assist's tools as built for this home (agent/tool_templates.py).
+_ASSIST_TEMPLATES = ToolTemplates()
 # Where Home Assistant's MCP client defines its tools (each MCP server's API).
 _MCP_CLIENT = "homeassistant.components.mcp."
 
@@ -128,17 +131,6 @@ def _as_langchain_tool(
     # What the model is shown; Home Assistant validates the call against its own schema.
     # The live-context tool filters by several domains at once ("lights and sensors"):
     # its lists stay, where an intent is offered one target as people name it.
-    if _is_assists(tool, api):
-        live_context = assist_job(tool) == LIVE_CONTEXT_TOOL
-        # Read only: lean_schema builds a new schema of it.
-        converted = tool_parameters(tool.parameters, api.custom_serializer, shared=True)
-        lean = lean_schema(converted, device_classes, lists_as_one=not live_context)
-        parameters = shorter_parameters(without_unmatchable(lean, floors))
-    else:
-        # Another API's parameters mean what that API says: Assist's matching rules (one
-        # target or a list, device classes, floors) do not apply to them.
-        parameters = tool_parameters(tool.parameters, api.custom_serializer)
-
     async def call(**arguments: Any) -> Any:
         # A tool of another API that calls a service without its llm_context's Context is
         # still this turn's, for the effect gate (tools/effects.py).
@@ -156,13 +148,43 @@ def _as_langchain_tool(
             raise ToolFailure(data if isinstance(data, dict) else {"error": str(data)})
         return data
 
-    return StructuredTool(
-        name=tool.name,
-        description=shorter(tool.description) if tool.description else tool.name,
-        args_schema=parameters,
-        coroutine=call,
-        metadata={INTENT_KEY: intent} if (intent := intent_of(tool)) else {},
-    )
+    intent = intent_of(tool)
+
+    def build(parameters: dict[str, Any], coroutine: Callable[..., Any]) -> StructuredTool:
+        return StructuredTool(
+            name=tool.name,
+            description=shorter(tool.description) if tool.description else tool.name,
+            args_schema=parameters,
+            coroutine=coroutine,
+            metadata={INTENT_KEY: intent} if intent else {},
+        )
+
+    if _is_assists(tool, api):
+        live_context = assist_job(tool) == LIVE_CONTEXT_TOOL
+        # Read only: lean_schema builds a new schema of it. Home Assistant's tools come
+        # back every turn with the same schema, known by identity (schema.py), so the
+        # tool made of it is built once per description, device classes and floors.
+        converted = tool_parameters(tool.parameters, api.custom_serializer, shared=True)
+        key = (tool.name, tool.description, intent, id(converted), frozenset(device_classes))
+        made = _ASSIST_TEMPLATES.bound(
+            (*key, floors),
+            converted,
+            lambda: build(
+                shorter_parameters(
+                    without_unmatchable(
+                        lean_schema(converted, device_classes, lists_as_one=not live_context),
+                        floors,
+                    )
+                ),
+                unbound,
+            ),
+            call,
+        )
+    else:
+        # Another API's parameters mean what that API says: Assist's matching rules (one
+        # target or a list, device classes, floors) do not apply to them.
+        made = build(tool_parameters(tool.parameters, api.custom_serializer), call)
+    return made
 
 
 def tools_from_llm_api(

@@ -21,12 +21,15 @@ from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 
 from ..agent.errors import ToolFailure
+from ..agent.tool_templates import ToolTemplates, unbound
 from .schema import sanitize_schema, without_unmatchable
 
 # Seconds a tool may take before the model is told it timed out.
 DEFAULT_TOOL_TIMEOUT = 15.0
 # Prefix of every tool we define; Home Assistant's APIs never use it.
 TOOL_PREFIX = "home_"
+# Our tools as built for a home with and without floors (a spec is a constant).
+_TEMPLATES = ToolTemplates()
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,12 +175,17 @@ def as_langchain_tools(
         async def call(**arguments: Any) -> Any:
             return await run_handler(spec, tool_context, arguments)
 
-        return StructuredTool(
-            name=spec.name,
-            description=spec.description,
-            args_schema=without_unmatchable(sanitize_schema(spec.parameters), floors),
-            coroutine=call,
-            metadata={"category": spec.category},
+        return _TEMPLATES.bound(
+            (id(spec), floors),
+            spec,
+            lambda: StructuredTool(
+                name=spec.name,
+                description=spec.description,
+                args_schema=without_unmatchable(sanitize_schema(spec.parameters), floors),
+                coroutine=unbound,
+                metadata={"category": spec.category},
+            ),
+            call,
         )
 
     return [bind(spec) for spec in specs]

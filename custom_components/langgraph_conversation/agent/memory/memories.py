@@ -41,6 +41,7 @@ from langgraph.store.base import BaseStore
 from ..errors import ToolFailure
 from ..events import TextFlagged
 from ..guard import clean_text, has_invalid_text, quoted_flagged, scan_text
+from ..tool_templates import ToolTemplates, unbound
 
 _LOGGER = logging.getLogger(__name__)
 MEMORY_ROOT = "memories"
@@ -265,6 +266,7 @@ def _storage_failures_explained[**P](
 
 MEMORY_TOOL = "memory"
 _ACTIONS = ("remember", "recall", "forget")
+_TEMPLATES = ToolTemplates(kept=1)
 
 
 def memory_tools(
@@ -289,24 +291,27 @@ def memory_tools(
             {"error": "bad_action", "error_text": f"action is one of {', '.join(_ACTIONS)}."}
         )
 
-    return [
-        StructuredTool(
-            name=MEMORY_TOOL,
-            # Short: it rides along in every request.
-            description="Saved facts: remember text (with id, replaces it), "
-            "recall by text, forget by id.",
-            args_schema={
-                "type": "object",
-                "properties": {
-                    "action": {"type": "string", "enum": list(_ACTIONS)},
-                    "text": {"type": "string"},
-                    "id": {"type": "string"},
-                },
-                "required": ["action"],
+    return [_TEMPLATES.bound(MEMORY_TOOL, None, _memory_tool, memory)]
+
+
+def _memory_tool() -> StructuredTool:
+    """The memory tool as every turn offers it (bound to the turn by memory_tools)."""
+    return StructuredTool(
+        name=MEMORY_TOOL,
+        # Short: it rides along in every request.
+        description="Saved facts: remember text (with id, replaces it), "
+        "recall by text, forget by id.",
+        args_schema={
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": list(_ACTIONS)},
+                "text": {"type": "string"},
+                "id": {"type": "string"},
             },
-            coroutine=memory,
-        )
-    ]
+            "required": ["action"],
+        },
+        coroutine=unbound,
+    )
 
 
 async def _remember(
