@@ -90,6 +90,32 @@ async def test_clones_share_the_memory_side(
     assert await held(database) == turn_ids("kitchen", 1, 2, 3, 4, 5)
 
 
+def test_a_clone_is_made_once_per_allowlist(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """LangGraph asks for a clone at every run, with its compiled graph's same set: the
+    same clone comes back. Another collection, or the same one grown, gets its own clone,
+    which reads with everything allowed."""
+    saver = HealingSaver(lambda: database, make_health(Switch()))
+    human = ("langchain_core", "messages", "human", "HumanMessage")
+    other = ("tests", "Other")
+    asked = {human}
+    clone = saver.with_allowlist(asked)
+    assert saver.with_allowlist(asked) is clone
+    equal = saver.with_allowlist({human})
+    assert equal is not clone
+    asked.add(other)
+    grown = saver.with_allowlist(asked)
+    assert grown not in (clone, equal)
+    assert grown.with_allowlist(asked) is grown.with_allowlist(asked)  # of a clone, too
+    assert grown._allowlist == frozenset({human, other})
+    assert clone._allowlist == frozenset({human})
+    # Bounded: many graphs' sets do not pile up clones.
+    for n in range(100):
+        saver.with_allowlist({("tests", f"Kind{n}")})
+    assert len(saver._sides.allowlisted) <= 16
+
+
 async def test_begun_afresh_is_written_after_the_database_history(
     database: SqliteCheckpointSaver, make_health: MakeHealth
 ) -> None:

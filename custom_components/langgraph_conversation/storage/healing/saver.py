@@ -51,6 +51,8 @@ _LOGGER = logging.getLogger(__name__)
 MIRRORED_THREADS = 500
 # Conversations kept in memory while the database is down.
 ASIDE_THREADS = 500
+# Allow-lists whose clone is kept (each compiled graph asks with its own).
+_ALLOWLISTS_KEPT = 16
 
 type _Key = tuple[str, str]  # (thread id, checkpoint namespace)
 
@@ -113,6 +115,12 @@ class _Sides:
     clones: dict[
         tuple[int, frozenset[tuple[str, ...]]], tuple[BaseCheckpointSaver, BaseCheckpointSaver]
     ] = field(default_factory=dict)
+    # The clones with_allowlist made, by the allow-list asked for (its id and size, and the
+    # clone's own allow-list), with that very collection: LangGraph asks at every run,
+    # with its compiled graph's same set.
+    allowlisted: OrderedDict[tuple[int, int, frozenset[tuple[str, ...]]], tuple[object, Any]] = (
+        field(default_factory=OrderedDict)
+    )
 
 
 def _latest_of(found: CheckpointTuple) -> _Latest:
@@ -177,10 +185,20 @@ class HealingSaver(BaseCheckpointSaver):
         self._health.failed(error)
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> HealingSaver:
-        """A clone whose database and memory savers read with the allow-list too."""
+        """A clone whose database and memory savers read with the allow-list too (made
+        once per allow-list: copying the saver and the allow-list is no work for a run)."""
+        sides = self._sides
+        key = (id(extra_allowlist), len(extra_allowlist), self._allowlist)
+        known = sides.allowlisted.get(key)
+        if known is not None and known[0] is extra_allowlist:
+            sides.allowlisted.move_to_end(key)
+            return known[1]
         clone = copy.copy(self)
         clone._allowlist = self._allowlist | frozenset(tuple(entry) for entry in extra_allowlist)
-        self._sides.allowlist |= clone._allowlist
+        sides.allowlist |= clone._allowlist
+        sides.allowlisted[key] = (extra_allowlist, clone)
+        while len(sides.allowlisted) > _ALLOWLISTS_KEPT:
+            sides.allowlisted.popitem(last=False)
         return clone
 
     def get_next_version(self, current: Any, channel: None) -> Any:
