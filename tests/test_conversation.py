@@ -235,10 +235,9 @@ async def test_other_agents_turns_are_folded_into_the_thread(
 async def test_instructions_that_fail_to_render_fail_the_turn_cleanly(
     hass: HomeAssistant, setup_integration: MockConfigEntry, openai_server: FakeOpenAIServer
 ) -> None:
-    """Home Assistant refuses the turn while its thread is being chosen (that starts
-    first, to overlap the prompt's rendering): the user gets Home Assistant's error, the
-    model is not asked, nothing is left running, and once the instructions are fixed the
-    same conversation goes on."""
+    """Home Assistant refuses the turn before the agent runs it: the user gets Home
+    Assistant's error, the model is not asked, and once the instructions are fixed the
+    same conversation goes on from its first turn."""
     agent_id = agent_entity_id(hass, setup_integration)
     result = await conversation.async_converse(
         hass, "What is the answer?", "kept-conversation", Context(), agent_id=agent_id

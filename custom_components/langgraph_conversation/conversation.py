@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 import logging
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from homeassistant.components import conversation
 from homeassistant.config_entries import ConfigSubentry
@@ -24,10 +24,6 @@ from .profile import AgentProfile, agent_profile
 from .runtime_entry import LangGraphConfigEntry
 from .spoken import async_phrasebook
 from .window_issue import clear_window_issue
-
-if TYPE_CHECKING:
-    from .agent.runtime import AgentRuntime
-    from .turn_assembly import ThreadChoosing
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -110,32 +106,14 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
         # first-call warm-up stay in the executor, and run once (stack.py).
         runtime = await self.entry.runtime_data.async_runtime()
         # Loaded with the stack: these imports only look them up.
-        from .turn_assembly import ThreadChoosing
-
-        # The turn's tools act under a Context of their own (the person's user id, so the
-        # logbook still says who): the effect gate holds exactly this turn's effects.
-        turn_context = Context(user_id=user_input.context.user_id, parent_id=user_input.context.id)
-        # Chosen (and written to the conversations file) while the prompt is rendered.
-        thread_choosing = ThreadChoosing(runtime, self.profile, user_input, chat_log)
-        try:
-            return await self._answer(user_input, chat_log, runtime, turn_context, thread_choosing)
-        finally:
-            thread_choosing.abandon()
-
-    async def _answer(
-        self,
-        user_input: conversation.ConversationInput,
-        chat_log: conversation.ChatLog,
-        runtime: AgentRuntime,
-        turn_context: Context,
-        thread_choosing: ThreadChoosing,
-    ) -> conversation.ConversationResult:
-        """The turn itself, once its thread is being chosen."""
         from .tools.effects import EffectGate
         from .tools.ha_llm_api import registered_apis
         from .tools.web_search import with_sources
         from .turn_assembly import assemble_turn, clean_request, web_search_access
 
+        # The turn's tools act under a Context of their own (the person's user id, so the
+        # logbook still says who): the effect gate holds exactly this turn's effects.
+        turn_context = Context(user_id=user_input.context.user_id, parent_id=user_input.context.id)
         try:
             # The chatbot and rag kinds bind no tools: Home Assistant renders their
             # instructions without an API (so also without the API's entity listing).
@@ -167,7 +145,6 @@ class LangGraphConversationEntity(SubentryEntity, conversation.ConversationEntit
                 chat_log,
                 request,
                 effects,
-                thread_choosing,
                 web,
             )
             events = runtime.run_turn(self.profile.agent, turn)

@@ -13,7 +13,6 @@ with them. Whatever is read from the home is read by tools/.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 import logging
 import re
@@ -25,7 +24,6 @@ from homeassistant.util import dt as dt_util
 from .activity import ActivityReporter
 from .agent.events import TextFlagged
 from .agent.guard import Requester, clean_text
-from .agent.memory import ThreadChoice
 from .agent.models import look_at_image, looking_model, search_web, searching_model
 from .agent.runtime import AgentRuntime, Turn
 from .const import MAX_REQUEST_CHARS
@@ -221,43 +219,6 @@ async def automations_of(
     )
 
 
-class ThreadChoosing:
-    """The thread of this conversation and this party (agent/memory/threads.py), chosen
-    and recorded as soon as the turn begins.
-
-    Choosing writes the conversation's link: a round trip to the conversations file's
-    worker thread, during which the event loop would wait. Begun before Home Assistant
-    renders the prompt and the tools (milliseconds of work on the loop), it is done by
-    the time the turn needs it. The chat log already holds what the choice reads (its id,
-    and whether Home Assistant issued that id now: the prompt only replaces its first
-    entry).
-    """
-
-    def __init__(
-        self,
-        runtime: AgentRuntime,
-        profile: AgentProfile,
-        user_input: conversation.ConversationInput,
-        chat_log: conversation.ChatLog,
-    ) -> None:
-        self.now = dt_util.utcnow().timestamp()
-        self._choice: asyncio.Future[ThreadChoice] = asyncio.ensure_future(
-            runtime.choose_thread(thread_request(profile, user_input, chat_log), self.now)
-        )
-
-    async def result(self) -> ThreadChoice:
-        """The chosen thread (a failure to choose is raised here)."""
-        return await self._choice
-
-    def abandon(self) -> None:
-        """The turn ends before it needed the thread: no task is left behind, and a
-        failure nobody asked for is not reported as unretrieved."""
-        if not self._choice.done():
-            self._choice.cancel()
-        elif not self._choice.cancelled():
-            self._choice.exception()
-
-
 async def assemble_turn(
     hass: HomeAssistant,
     runtime: AgentRuntime,
@@ -267,16 +228,15 @@ async def assemble_turn(
     chat_log: conversation.ChatLog,
     request: str,
     effects: EffectScope,
-    thread_choosing: ThreadChoosing,
     web_search: WebSearchAccess | None = None,
 ) -> Turn:
     """What this message brings to a turn of the agent of `profile` (its entity is
-    `agent_entity_id`) on the thread `thread_choosing` chose; the turn's tools act under
-    the effect scope's Context, and search the web through `web_search`
-    (web_search_access) when the agent may."""
-    now = thread_choosing.now
+    `agent_entity_id`); the turn's tools act under the effect scope's Context, and search
+    the web through `web_search` (web_search_access) when the agent may."""
+    now = dt_util.utcnow().timestamp()
     prompt, clock, names = system_prompt(hass, profile, chat_log, user_input.language)
-    thread = await thread_choosing.result()
+    # The thread of this conversation and this party (agent/memory/threads.py).
+    thread = await runtime.choose_thread(thread_request(profile, user_input, chat_log), now)
     activity = ActivityReporter(
         hass,
         chat_log,
