@@ -128,9 +128,6 @@ def _as_langchain_tool(
     device_classes: set[str],
     floors: bool,
 ) -> BaseTool:
-    # What the model is shown; Home Assistant validates the call against its own schema.
-    # The live-context tool filters by several domains at once ("lights and sensors"):
-    # its lists stay, where an intent is offered one target as people name it.
     async def call(**arguments: Any) -> Any:
         # A tool of another API that calls a service without its llm_context's Context is
         # still this turn's, for the effect gate (tools/effects.py).
@@ -160,14 +157,16 @@ def _as_langchain_tool(
         )
 
     if _is_assists(tool, api):
+        # What the model is shown; Home Assistant validates the call against its own
+        # schema. The live-context tool filters by several domains at once ("lights and
+        # sensors"): its lists stay, where an intent is offered one target as people name it.
         live_context = assist_job(tool) == LIVE_CONTEXT_TOOL
         # Read only: lean_schema builds a new schema of it. Home Assistant's tools come
         # back every turn with the same schema, known by identity (schema.py), so the
         # tool made of it is built once per description, device classes and floors.
         converted = tool_parameters(tool.parameters, api.custom_serializer, shared=True)
-        key = (tool.name, tool.description, intent, id(converted), frozenset(device_classes))
         made = _ASSIST_TEMPLATES.bound(
-            (*key, floors),
+            (tool.name, tool.description, intent, id(converted), frozenset(device_classes), floors),
             converted,
             lambda: build(
                 shorter_parameters(
