@@ -86,6 +86,27 @@ debian_mirror() {
     echo "$uri"
 }
 
+# Installs debootstrap (once per machine). The legs that scripts/test runs side by side
+# all need it on a fresh machine: without a lock, two apt-gets meet on apt's own lock and
+# the second fails at once. Another apt on the machine (its own provisioning, say) may
+# hold that lock too, so apt waits for it and a failure is tried again a few times.
+ensure_debootstrap() {
+    command -v debootstrap >/dev/null && return 0
+    exec 6>"$CACHE_ROOT/.apt.lock"
+    flock 6
+    local attempt
+    for attempt in 1 2 3 4 5; do
+        command -v debootstrap >/dev/null && break
+        log "installing debootstrap (attempt $attempt of 5)"
+        apt-get -o DPkg::Lock::Timeout=120 update -qq >/dev/null &&
+            DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 \
+                install -y -qq debootstrap >/dev/null && break
+        [ "$attempt" = 5 ] || { log "apt is busy or failed; trying again in 10 s"; sleep 10; }
+    done
+    exec 6>&-
+    command -v debootstrap >/dev/null
+}
+
 rootfs_dir() { echo "$CACHE_ROOT/rootfs-$(leg_param "$1" suite)"; }
 
 # Builds (once) a minimal Debian root filesystem holding the leg's Python.
@@ -102,13 +123,9 @@ ensure_rootfs() {
     fi
     [ "$(id -u)" = 0 ] || die "leg $leg needs Python $minor (>= $(leg_param "$leg" python_min)); install python$minor or run as root on Debian/Ubuntu so scripts/test can build one"
     command -v apt-get >/dev/null || die "leg $leg needs Python $minor; install python$minor (no apt-get here to build one)"
-    if ! command -v debootstrap >/dev/null; then
-        log "installing debootstrap"
-        apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null ||
-            die "could not install debootstrap; install python$minor instead"
-    fi
-    mirror=$(debian_mirror)
     mkdir -p "$CACHE_ROOT"
+    ensure_debootstrap || die "could not install debootstrap; install python$minor instead"
+    mirror=$(debian_mirror)
     # Two runs (two checkouts, say) needing the same root filesystem build it once: the
     # second waits for the first and then finds it ready.
     exec 8>"$CACHE_ROOT/.rootfs-$suite.lock"
