@@ -166,6 +166,13 @@ async def wait_until_healed(hass: HomeAssistant, limit: float = 60.0) -> None:
     await hass.async_block_till_done()
 
 
+async def conversations_written(hass: HomeAssistant) -> None:
+    """Until every conversation a turn handed to the storage is written (a turn answers
+    while its checkpoint is written: storage/healing/saver.py), for a test that reads the
+    file itself."""
+    await hass.data[DATA_STORAGE].healing.saver.settled()
+
+
 def storage_down(hass: HomeAssistant) -> set[str]:
     """Which databases the healing layer holds as down ("conversations" and "memory" for
     the SQLite files, "database" for PostgreSQL)."""

@@ -38,7 +38,7 @@ from homeassistant.helpers import device_registry as dr, issue_registry as ir
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, agent_entity_id
-from .helpers import add_light, assist_tool_name, text_of
+from .helpers import add_light, assist_tool_name, conversations_written, text_of
 from .postgres import BOTH_BACKENDS
 
 
@@ -120,6 +120,7 @@ async def test_a_turn_is_written_whole_as_it_ends(
     path = Path(hass.config.path("langgraph_conversation", "threads.db"))
     openai_server.add_text("Hello.")
     first = await _ask(hass, setup_integration, "Hi", None)
+    await conversations_written(hass)
     before = await hass.async_add_executor_job(_rows, path)
     seen_while_acting: list[tuple[int, ...]] = []
 
@@ -133,6 +134,7 @@ async def test_a_turn_is_written_whole_as_it_ends(
     await _ask(hass, setup_integration, "Turn on the kitchen light", first.conversation_id)
 
     assert seen_while_acting == [before]
+    await conversations_written(hass)
     after = await hass.async_add_executor_job(_rows, path)
     assert after[0] > before[0]
     openai_server.add_text("You asked for the kitchen light.")
@@ -240,6 +242,8 @@ async def test_locked_threads_file_mid_run_continues_in_memory(
     """Another program locks threads.db: repair issue, the turn is answered from memory."""
     openai_server.add_text("Stored.")
     first = await _ask(hass, setup_integration, "Remember this turn", None)
+    # Stored before the other program comes (a turn answers while it is written).
+    await conversations_written(hass)
     path = hass.config.path("langgraph_conversation", "threads.db")
 
     def lock() -> sqlite3.Connection:

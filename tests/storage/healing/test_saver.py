@@ -27,6 +27,8 @@ from custom_components.langgraph_conversation.storage.healing.saver import Heali
 from custom_components.langgraph_conversation.storage.sqlite import SqliteCheckpointSaver
 
 from . import (
+    PATIENCE,
+    DatabaseDown,
     Switch,
     Switched,
     build_graph,
@@ -342,6 +344,8 @@ async def test_a_remembered_checkpoint_keeps_no_run_alive(
         config = {"configurable": {**KITCHEN["configurable"], "turn_stuff": turn}}
         await graph.ainvoke(question("kitchen", number), config, context=turn)
         del turn, config
+    # A write on its way holds its run's config until it is written (an instant).
+    await saver.settled()
     gc.collect()
 
     assert [ref() for ref in alive] == [None, None]
@@ -349,3 +353,128 @@ async def test_a_remembered_checkpoint_keeps_no_run_alive(
     found = await saver.aget_tuple(KITCHEN)
     assert found is not None
     assert ids(found.checkpoint["channel_values"]) == turn_ids("kitchen", 1, 2, 3, 4)
+
+
+class _Gate:
+    """A slow disk: checkpoint writes wait until it opens, the next one then fails with
+    `failure` if one is set."""
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.waiting = 0
+        self.failure: Exception | None = None
+
+
+class _Slow:
+    """The database's saver behind a _Gate (its reads pass straight through)."""
+
+    def __init__(self, inner: SqliteCheckpointSaver, gate: _Gate) -> None:
+        self._inner = inner
+        self._gate = gate
+
+    def with_allowlist(self, allowlist: Any) -> _Slow:
+        return _Slow(self._inner.with_allowlist(allowlist), self._gate)
+
+    async def aput(self, *args: Any) -> Any:
+        self._gate.waiting += 1
+        await self._gate.open.wait()
+        self._gate.waiting -= 1
+        if (failure := self._gate.failure) is not None:
+            self._gate.failure = None
+            raise failure
+        return await self._inner.aput(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _slow_saver(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> tuple[HealingSaver, _Gate, StorageHealth]:
+    switch = Switch()
+    gate = _Gate()
+    health = make_health(switch)
+    return HealingSaver(lambda: Switched(_Slow(database, gate), switch), health), gate, health
+
+
+async def _turn(graph: Any, number: int) -> dict[str, Any]:
+    """One turn on "kitchen", saved as it ends (as the agent's runs are); bounded by
+    PATIENCE: a turn that waited for the slow disk would hang here."""
+    return await asyncio.wait_for(
+        graph.ainvoke(question("kitchen", number), KITCHEN, durability="exit"), PATIENCE
+    )
+
+
+async def test_a_turn_ends_before_its_checkpoint_is_written_and_nobody_reads_past_it(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """A turn ends while the disk still writes its checkpoint. A read of the conversation
+    (the next turn's, or anybody's) waits for that write and sees the turn; so do the
+    interrupts a next turn checks first, and closing waits for it too."""
+    saver, gate, _health = _slow_saver(database, make_health)
+    graph = build_graph(saver)
+
+    state = await _turn(graph, 3)
+    assert ids(state) == turn_ids("kitchen", 1, 2, 3)
+    assert gate.waiting == 1
+    assert await held(database) == turn_ids("kitchen", 1, 2)
+    read = asyncio.ensure_future(saver.aget_tuple(KITCHEN))
+    interrupts = asyncio.ensure_future(saver.apending_interrupts("kitchen"))
+    closing = asyncio.ensure_future(saver.settled())
+    # Time for a read that did not wait to reach the file (which lacks turn 3 meanwhile).
+    await asyncio.sleep(0.2)
+    assert not closing.done()
+    gate.open.set()
+
+    found = await asyncio.wait_for(read, PATIENCE)
+    assert found is not None
+    assert ids(found.checkpoint["channel_values"]) == turn_ids("kitchen", 1, 2, 3)
+    assert await asyncio.wait_for(interrupts, PATIENCE) == []
+    await asyncio.wait_for(closing, PATIENCE)
+    assert await held(database) == turn_ids("kitchen", 1, 2, 3)
+    state = await _turn(graph, 4)
+    assert ids(state) == turn_ids("kitchen", 1, 2, 3, 4)
+
+
+async def test_a_write_failing_after_its_turn_ended_goes_on_in_memory(
+    database: SqliteCheckpointSaver, make_health: MakeHealth
+) -> None:
+    """The disk fails a checkpoint after its turn ended: the conversation goes on in
+    memory from that turn, and the file gets it with the write-back."""
+    saver, gate, health = _slow_saver(database, make_health)
+    graph = build_graph(saver)
+    gate.failure = DatabaseDown("the disk went away")
+
+    await _turn(graph, 3)
+    gate.open.set()
+    state = await _turn(graph, 4)
+
+    assert ids(state) == turn_ids("kitchen", 1, 2, 3, 4)
+    await wait_up(health)
+    await saver.settled()
+    assert await held(database) == turn_ids("kitchen", 1, 2, 3, 4)
+
+
+async def test_a_write_refused_after_its_turn_ended_is_said_in_the_log(
+    database: SqliteCheckpointSaver, make_health: MakeHealth, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An error that is no outage, met after the turn ended, can no longer fail the turn:
+    the log says which conversation lost its last turn, and it goes on from the turn
+    before, whole."""
+    saver, gate, health = _slow_saver(database, make_health)
+    graph = build_graph(saver)
+    gate.failure = ValueError("the disk refuses this value")
+
+    await _turn(graph, 3)
+    gate.open.set()
+    await saver.settled()
+
+    assert any(
+        "kitchen" in record.getMessage() and "could not be saved" in record.getMessage()
+        for record in caplog.records
+        if record.levelname == "ERROR"
+    )
+    assert health.up
+    state = await _turn(graph, 4)
+    assert ids(state) == turn_ids("kitchen", 1, 2, 4)
+    assert await held(database) == turn_ids("kitchen", 1, 2, 4)

@@ -36,10 +36,12 @@ async def run_graph(
     events: asyncio.Queue[Any] = asyncio.Queue()
     run = asyncio.ensure_future(
         # The run is saved once, as it ends (an answer, a pause for a confirmation, a
-        # failure or a cancellation), before ainvoke returns: a turn is recorded whole or
-        # not at all. Saving every step cost two to four more round trips to the file per
-        # turn; a failing file no longer stops a turn (storage/healing keeps the run in
-        # memory), so they bought nothing but a half turn after a crash.
+        # failure or a cancellation): a turn is recorded whole or not at all. Saving every
+        # step cost two to four more round trips to the file per turn; a failing file no
+        # longer stops a turn (storage/healing keeps the run in memory), so they bought
+        # nothing but a half turn after a crash. The saver takes the checkpoint without
+        # waiting for the file's write (storage/healing/saver.py): the answer is out while
+        # it is written, and every later read of the thread waits for it.
         graph.ainvoke(
             graph_input,
             config,

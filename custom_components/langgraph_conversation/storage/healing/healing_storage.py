@@ -72,7 +72,9 @@ class HealingStorage:
 
     async def aclose(self) -> None:
         """Stop every retry; what is still waiting for its database is said in the log
-        (it lives in memory only and ends here)."""
+        (it lives in memory only and ends here). Conversations handed to the database
+        and not yet written are written first (HealingSaver.settled)."""
+        await self.saver.settled()
         for health in self.healths:
             await health.aclose()
         parts = {

@@ -19,10 +19,18 @@ begun in memory writes after the database is back. Nothing said is lost either w
 
 At most `ASIDE_THREADS` conversations are kept in memory during an outage: past that, the
 least recently used is dropped (logged once per outage), so the newest always survive.
+
+A checkpoint is handed to the database without waiting for it to be written (`aput`): the
+turn that made it answers while the database's thread writes it. Every later call about the
+same conversation (a read, its next checkpoint, its deletion) first waits for that write
+to end, so nobody reads a conversation older than its last answer; a write that fails puts
+the checkpoint in memory, as a failed call always does, before that wait ends. The
+storage's close waits for every write still on its way (`settled`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 import copy
@@ -121,6 +129,8 @@ class _Sides:
     allowlisted: OrderedDict[tuple[int, int, frozenset[tuple[str, ...]]], tuple[object, Any]] = (
         field(default_factory=OrderedDict)
     )
+    # Checkpoints handed to the database and not yet written, by conversation (see aput).
+    saving: dict[_Key, asyncio.Task[RunnableConfig]] = field(default_factory=dict)
 
 
 def _latest_of(found: CheckpointTuple) -> _Latest:
@@ -208,6 +218,7 @@ class HealingSaver(BaseCheckpointSaver):
     # -- LangGraph's saver interface -----------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await self._settled(_key(config))
         if (primary := self._primary()) is not None:
             try:
                 found = await primary.aget_tuple(config)
@@ -229,6 +240,10 @@ class HealingSaver(BaseCheckpointSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
+        if config is None:
+            await self.settled()
+        else:
+            await self._settled(_key(config))
         found: list[CheckpointTuple] | None = None
         if (primary := self._primary()) is not None:
             try:
@@ -260,23 +275,91 @@ class HealingSaver(BaseCheckpointSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        """Hand the checkpoint to the database and return without waiting for its write
+        (see the module docstring); in memory at once while the database is down.
+
+        The write starts before this returns (an eager task runs up to the database's
+        queue), so whatever the database is asked next comes after it. What fails before
+        the database is reached (a value that cannot be stored) is raised here, as ever.
+        """
         key = _key(config)
-        if (primary := self._primary()) is not None:
-            try:
-                target = (config, checkpoint, new_versions)
-                if key in self._sides.afresh:
-                    target = await self._after_database(primary, key, *target)
-                saved = await primary.aput(target[0], target[1], metadata, target[2])
-            except Exception as err:  # noqa: BLE001  _failed raises what is no outage
-                self._failed(err)
-            else:
-                parent = (
-                    _identity(target[0]) if "checkpoint_id" in target[0]["configurable"] else None
-                )
-                self._remember(
-                    key, CheckpointTuple(_identity(saved), target[1], metadata, parent, [])
-                )
-                return saved
+        await self._settled(key)
+        if (primary := self._primary()) is None:
+            return await self._put_aside(key, config, checkpoint, metadata)
+        # The loop named: Python 3.13's Task asks the argument, not the loop it found,
+        # whether it runs before starting eagerly.
+        saving = asyncio.Task(
+            self._save(primary, key, config, checkpoint, metadata, new_versions),
+            loop=asyncio.get_running_loop(),
+            eager_start=True,
+        )
+        if saving.done():
+            return saving.result()
+        self._sides.saving[key] = saving
+        saving.add_done_callback(lambda ended: self._save_ended(key, ended))
+        # What the database's saver returns once written: the checkpoint's identity.
+        return {
+            "configurable": {
+                "thread_id": key[0],
+                "checkpoint_ns": key[1],
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    async def _save(
+        self,
+        primary: BaseCheckpointSaver,
+        key: _Key,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """The database's write of a checkpoint, or memory's if the database fails."""
+        try:
+            target = (config, checkpoint, new_versions)
+            if key in self._sides.afresh:
+                target = await self._after_database(primary, key, *target)
+            saved = await primary.aput(target[0], target[1], metadata, target[2])
+        except Exception as err:  # noqa: BLE001  _failed raises what is no outage
+            self._failed(err)
+        else:
+            parent = _identity(target[0]) if "checkpoint_id" in target[0]["configurable"] else None
+            self._remember(key, CheckpointTuple(_identity(saved), target[1], metadata, parent, []))
+            return saved
+        return await self._put_aside(key, config, checkpoint, metadata)
+
+    def _save_ended(self, key: _Key, ended: asyncio.Task[RunnableConfig]) -> None:
+        """A write handed over by aput ended. Its turn has answered already: an error that
+        is no outage (which would have failed the turn) can only be logged now."""
+        if self._sides.saving.get(key) is ended:
+            del self._sides.saving[key]
+        if not ended.cancelled() and (error := ended.exception()) is not None:
+            _LOGGER.error(
+                "Conversation %s could not be saved, its last turn is not kept: %s",
+                key[0],
+                error,
+                exc_info=error,
+            )
+
+    async def _settled(self, key: _Key) -> None:
+        """The conversation's write handed over by aput has ended (written, or in memory)."""
+        if (saving := self._sides.saving.get(key)) is not None:
+            await asyncio.wait((saving,))
+
+    async def settled(self) -> None:
+        """Every write handed over by aput has ended (the storage closes after this)."""
+        while saving := list(self._sides.saving.values()):
+            await asyncio.wait(saving)
+
+    async def _put_aside(
+        self,
+        key: _Key,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+    ) -> RunnableConfig:
+        """A checkpoint into memory (the database is down, or failed to take it)."""
         await self._seed(key)
         # Every channel's value goes in: the memory side has none of the earlier blobs.
         saved = await self._aside.aput(
@@ -293,6 +376,7 @@ class HealingSaver(BaseCheckpointSaver):
         task_path: str = "",
     ) -> None:
         key = _key(config)
+        await self._settled(key)
         if (primary := self._primary()) is not None:
             try:
                 await primary.aput_writes(config, writes, task_id, task_path)
@@ -306,6 +390,8 @@ class HealingSaver(BaseCheckpointSaver):
         await self._kept(key)
 
     async def adelete_thread(self, thread_id: str) -> None:
+        for key in [key for key in self._sides.saving if key[0] == thread_id]:
+            await self._settled(key)
         for key in [key for key in self._sides.mirror if key[0] == thread_id]:
             del self._sides.mirror[key]
         if (primary := self._primary()) is not None:
@@ -327,6 +413,7 @@ class HealingSaver(BaseCheckpointSaver):
     async def apending_interrupts(self, thread_id: str) -> list[Any]:
         """The interrupts the thread's newest checkpoint waits on (the database saver's own
         quick read when it has one)."""
+        await self._settled((thread_id, ""))
         primary = self._primary()
         read = getattr(primary, "apending_interrupts", None)
         if read is not None:
