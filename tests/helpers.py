@@ -167,9 +167,12 @@ async def wait_until_healed(hass: HomeAssistant, limit: float = 60.0) -> None:
 
 
 async def conversations_written(hass: HomeAssistant) -> None:
-    """Until every conversation a turn handed to the storage is written (a turn answers
-    while its checkpoint is written: storage/healing/saver.py), for a test that reads the
-    file itself."""
+    """Until everything turns handed to the storage is written, for a test that reads the
+    file itself: a turn answers while its checkpoint is written (storage/healing/saver.py),
+    a new conversation goes on while its link is (agent/runtime/thread_directory.py)."""
+    for entry in hass.config_entries.async_loaded_entries(DOMAIN):
+        if entry.runtime_data.built:
+            await entry.runtime_data.runtime.threads.links_settled()
     await hass.data[DATA_STORAGE].healing.saver.settled()
 
 

@@ -58,6 +58,7 @@ def thread_request(
     agent/memory/threads.py)."""
     party = party_of_turn(user_input)
     sent = user_input.conversation_id
+    issued = issued_now(chat_log)
     # Ids are stored: invalid Unicode is written as escapes (agent/guard/text.py).
     return ThreadRequest(
         agent_id=profile.agent_id,
@@ -66,8 +67,9 @@ def thread_request(
         replaced_id=storable_key(sent) if sent and sent != chat_log.conversation_id else None,
         window=continue_window(
             party,
-            issued_now=issued_now(chat_log),
+            issued_now=issued,
             minutes=profile.continue_minutes,
             text_clients=profile.continue_text,
         ),
+        issued_now=issued,
     )

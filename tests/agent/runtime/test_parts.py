@@ -14,7 +14,12 @@ from langgraph.store.memory import InMemoryStore
 
 from custom_components.langgraph_conversation.agent.graph import MODEL_NODE, NOTE_ID_PREFIX
 from custom_components.langgraph_conversation.agent.knowledge import KnowledgeSource
-from custom_components.langgraph_conversation.agent.memory import Party, ThreadRequest
+from custom_components.langgraph_conversation.agent.memory import (
+    MemoryLinkStore,
+    Party,
+    ThreadRequest,
+)
+from custom_components.langgraph_conversation.agent.memory.threads import thread_id_for
 from custom_components.langgraph_conversation.agent.models import ModelAccess, ModelCache
 from custom_components.langgraph_conversation.agent.runtime.housekeeping import Housekeeping
 from custom_components.langgraph_conversation.agent.runtime.knowledge_library import (
@@ -132,3 +137,62 @@ async def test_a_failed_resumed_exchange_is_undone_from_its_question() -> None:
     await _write(threads, "t", [*earlier, note, *exchange])
     await runner._undo({"configurable": {"thread_id": "t"}}, _RESUMED)
     assert [m.id for m in await threads.messages("t")] == ["q1", "a1", note.id]
+
+
+class _SlowLinks:
+    """Links in memory whose writes wait until `open` is set (a slow disk)."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryLinkStore()
+        self.open = asyncio.Event()
+        self.writes = 0
+
+    async def read(self, work: Any) -> Any:
+        return await self.inner.read(work)
+
+    async def write(self, work: Any) -> Any:
+        self.writes += 1
+        await self.open.wait()
+        return await self.inner.write(work)
+
+
+_ISSUED = "01JBNEWCONVERSATION0000000"
+
+
+async def test_a_new_conversation_goes_on_while_its_link_is_written() -> None:
+    """A conversation Home Assistant issued for this turn has its thread at once; the
+    link is written meanwhile, and whoever looks the conversation up (its next turn, a
+    service) waits for that write."""
+    links = _SlowLinks()
+    threads = ThreadDirectory(InMemorySaver(), links=links)
+    party = Party(user="a")
+    request = ThreadRequest("agent", _ISSUED, party, issued_now=True)
+
+    choice = await asyncio.wait_for(threads.choose(request, 0.0), 60)
+
+    assert choice.thread_id == thread_id_for("agent", _ISSUED, party)
+    assert links.writes == 1
+    found = asyncio.ensure_future(threads.find("agent", _ISSUED, party))
+    await asyncio.sleep(0.1)
+    assert not found.done()
+    links.open.set()
+    assert await asyncio.wait_for(found, 60) == choice.thread_id
+    # The next turn of that conversation (no longer issued now) continues the thread.
+    again = await threads.choose(ThreadRequest("agent", _ISSUED, party), 1.0)
+    assert again.thread_id == choice.thread_id
+
+
+async def test_a_link_failing_behind_its_turn_moves_the_directory_to_memory() -> None:
+    """The file fails the link of a new conversation after its turn went on: the
+    directory continues in memory, where the link is, and says so once."""
+    told: list[Exception] = []
+    threads = ThreadDirectory(InMemorySaver(), links=_FailingLinks(), on_storage_error=told.append)
+    party = Party(user="a")
+    request = ThreadRequest("agent", _ISSUED, party, issued_now=True)
+
+    choice = await threads.choose(request, 0.0)
+    await threads.links_settled()
+
+    assert threads.storage_failed
+    assert [type(error) for error in told] == [sqlite3.OperationalError]
+    assert await threads.find("agent", _ISSUED, party) == choice.thread_id

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import itertools
 import logging
 from pathlib import Path
+import random
 import shutil
 import sqlite3
 
@@ -19,6 +20,7 @@ from custom_components.langgraph_conversation.agent.memory import (
     ThreadRequest,
     choose_thread,
     find_thread,
+    known_choice,
 )
 from custom_components.langgraph_conversation.agent.memory.threads import thread_id_for
 from custom_components.langgraph_conversation.storage.sqlite.checkpointer import (
@@ -191,3 +193,37 @@ async def test_the_earlier_releases_threads_under_the_rule(
         assert await store.read(lambda t: t.has_unlinked_thread(f"{AGENT_ID}:{CHOSEN_ID}"))
     finally:
         await saver.aclose()
+
+
+@pytest.mark.parametrize("seed", range(40))
+async def test_a_choice_known_in_advance_is_the_rule_s(
+    saver: SqliteCheckpointSaver, seed: int
+) -> None:
+    """known_choice against choose_thread, on generated link tables in the file: where a
+    choice is known without reading (a conversation id issued for this turn, nothing to
+    continue), the rule chooses the same whatever links the other conversations, parties
+    and agents have; elsewhere nothing is known in advance."""
+    rng = random.Random(seed)
+    store = SqliteLinkStore(saver.database)
+    agents = ["agent1", "agent2"]
+    for number in range(rng.randrange(1, 30)):
+        agent, party = rng.choice(agents), rng.choice(PARTIES)
+        conversation = rng.choice(["chat", "old", f"other{number}"])
+        earlier = ThreadRequest(agent, conversation, party, window=rng.choice([None, 300.0]))
+        await store.write(lambda t, r=earlier, at=100.0 + number: choose_thread(t, r, at))
+    for index, party in enumerate(PARTIES):
+        # An id issued for this turn: nobody has used it yet.
+        request = ThreadRequest(
+            rng.choice(agents),
+            f"01JBNEWCONVERSATION{index:07d}",
+            party,
+            replaced_id=rng.choice([None, "old"]),
+            window=rng.choice([None, 300.0]),
+            issued_now=rng.choice([True, False]),
+        )
+        known = known_choice(request)
+        chosen = await store.write(lambda t, r=request: choose_thread(t, r, 200.0))
+        if request.issued_now and request.replaced_id is None and request.window is None:
+            assert known == chosen
+        else:
+            assert known is None

@@ -37,6 +37,7 @@ __getattr__, __dir__, __all__ = lazy_face(
             "continue_window",
             "find_thread",
             "forget_thread",
+            "known_choice",
         ),
     },
 )

@@ -114,6 +114,8 @@ class ThreadRequest:
     replaced_id: str | None = None
     # See continue_window.
     window: float | None = None
+    # Home Assistant issued the conversation id for this very turn (see continue_window).
+    issued_now: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,19 @@ class LinkStore(Protocol):
 
     async def write[T](self, work: Callable[[LinkTable], T]) -> T:
         """Run `work` in a write transaction."""
+
+
+def known_choice(request: ThreadRequest) -> ThreadChoice | None:
+    """What choose_thread will choose, where that is known without reading the links.
+
+    A conversation id Home Assistant issued for this very turn has no link yet: nobody
+    could have used it before. Without an expired id to continue (replaced_id) and a
+    window to continue the party's recent thread within, the turn starts the party's own
+    thread of it, which nobody else shares.
+    """
+    if not request.issued_now or request.replaced_id is not None or request.window is not None:
+        return None
+    return ThreadChoice(thread_id_for(request.agent_id, request.conversation_id, request.party))
 
 
 def choose_thread(table: LinkTable, request: ThreadRequest, now: float) -> ThreadChoice:

@@ -141,6 +141,8 @@ class AgentRuntime:
         Indexing stops; memory extraction still running gets its own few seconds.
         """
         await self.turns.aclose(grace)
+        # Links of new conversations recorded while their turns went on.
+        await self.threads.links_settled()
         # Memory extraction of the turns that finished writes to memory.db too.
         await self.knowledge.aclose()
         await self.housekeeping.wait()

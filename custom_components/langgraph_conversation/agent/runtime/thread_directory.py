@@ -30,6 +30,7 @@ from ..memory import (
     choose_thread,
     find_thread,
     forget_thread,
+    known_choice,
 )
 
 _LOGGER = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ class ThreadDirectory:
         self._max_threads = max_threads
         self._recent_threads: OrderedDict[str, None] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        # Link writes of choices known in advance, still on their way (see choose).
+        self._recording: set[asyncio.Task[ThreadChoice]] = set()
 
     @property
     def graph(self) -> CompiledStateGraph:
@@ -110,6 +113,7 @@ class ThreadDirectory:
     async def _forget_links_and_ratings(self, thread_id: str) -> None:
         """A deleted thread's links and ratings go too (threads.db deletes them with the
         thread itself; the stores in memory are told here)."""
+        await self.links_settled()
         await self.links.write(lambda table: forget_thread(table, thread_id))
         if isinstance(self.ratings, MemoryRatingStore):
             self.ratings.forget(thread_id)
@@ -117,17 +121,63 @@ class ThreadDirectory:
     async def choose(self, request: ThreadRequest, now: float) -> ThreadChoice:
         """The thread a turn continues (memory/threads.py), recorded for the next turns.
 
-        The links live in the conversations file; if it fails, conversations go on in
-        memory (links too, which never fail), as when a turn meets the failure.
+        Where the choice is known without reading the links (a conversation Home
+        Assistant issued for this turn: known_choice), the turn goes on while the rule
+        runs and records it in the file: an eager task queues that transaction before
+        this returns, so the file answers everything asked later after it, and every
+        later call about links here waits for it (links_settled).
         """
+        await self.links_settled()
+        known = known_choice(request)
+        if known is None:
+            return await self._choose(request, now)
+        recording = asyncio.Task(
+            # The loop named: Python 3.13's Task needs it to start eagerly (see saver.py).
+            self._choose(request, now),
+            loop=asyncio.get_running_loop(),
+            eager_start=True,
+        )
+        if recording.done():
+            recording.result()
+        else:
+            self._recording.add(recording)
+            recording.add_done_callback(lambda ended: self._recorded(ended, known))
+        return known
+
+    async def _choose(self, request: ThreadRequest, now: float) -> ThreadChoice:
+        """The rule run on the links. They live in the conversations file; if it fails,
+        conversations go on in memory (links too, which never fail), as when a turn meets
+        the failure."""
         try:
             return await self.links.write(lambda table: choose_thread(table, request, now))
         except self.storage_errors as err:
             self.continue_in_memory(err)
             return await self.links.write(lambda table: choose_thread(table, request, now))
 
+    def _recorded(self, ended: asyncio.Task[ThreadChoice], known: ThreadChoice) -> None:
+        """A choice known in advance is recorded (its turn went on meanwhile)."""
+        self._recording.discard(ended)
+        if ended.cancelled():
+            return
+        if (error := ended.exception()) is not None:
+            _LOGGER.error(
+                "The thread of a new conversation (%s) could not be recorded: %s",
+                known.thread_id,
+                error,
+                exc_info=error,
+            )
+        elif ended.result() != known:
+            # known_choice and choose_thread disagree: a bug, said where it shows.
+            _LOGGER.error("Thread chosen as %s, recorded as %s", known, ended.result())
+
+    async def links_settled(self) -> None:
+        """Every link write of a choice known in advance has ended (see choose)."""
+        while self._recording:
+            await asyncio.wait(set(self._recording))
+
     async def find(self, agent_id: str, conversation_id: str, party: Party) -> str:
         """The thread a party's conversation continues, as its next turn would find it."""
+        await self.links_settled()
         return await self.links.read(
             lambda table: find_thread(table, agent_id, conversation_id, party)
         )
