@@ -45,7 +45,7 @@ from homeassistant.helpers import issue_registry as ir
 from homeassistant.setup import async_setup_component
 
 from .conftest import TEST_KEY, TEST_MODEL, agent_entity_id
-from .helpers import messages_of, text_of
+from .helpers import conversations_written, messages_of, text_of
 
 
 def _postgres(url: str, **options: Any) -> dict[str, Any]:
@@ -217,6 +217,8 @@ async def test_checkpoints_kept_per_conversation_apply(
         conversation_id = (
             await _ask(hass, entry, f"Question {turn}", conversation_id)
         ).conversation_id
+    # The last turn's checkpoint (and its pruning) is written while the turn answers.
+    await conversations_written(hass)
     stats = await hass.data[DATA_STORAGE].backend.saver.stats()
     assert (stats["threads"], stats["checkpoints"]) == (1, 2)
     said = [text_of(m) for m in messages_of(openai_server.requests[-1], "user")]

@@ -272,8 +272,11 @@ class SharedStorage:
             return 0
 
     async def async_stats(self) -> dict[str, Any]:
-        """The open storage's figures for diagnostics, and each database's health."""
+        """The open storage's figures for diagnostics, and each database's health. The
+        turns' checkpoints still on their way are counted: they are written first."""
         healing = self.healing
+        if healing is not None:
+            await healing.saver.settled()
         health = {"health": healing.as_diagnostics()} if healing is not None else {}
         if self.backend is None or not (self._up("threads") and self._up("memory")):
             return {"threads": "unavailable", "memory": "unavailable", **health}
