@@ -37,11 +37,21 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 _databases = itertools.count()
+# Databases of tests that ended, dropped when the next test makes its own.
+_ended: list[str] = []
 
 
 @pytest.fixture
 def postgres_database(postgres_server: PostgresServer, socket_enabled: None) -> Iterator[str]:
-    """A fresh database owned by the integration's role (with pgvector where installed)."""
+    """A fresh database owned by the integration's role (with pgvector where installed).
+
+    It is dropped at the next test's start, not at this one's end: the fixture ends before
+    the test's Home Assistant stops (fixtures end in the reverse order of their start, and
+    Home Assistant starts first), and a database dropped under a running integration would
+    make every teardown a PostgreSQL outage of its own. The server goes at the session's end.
+    """
+    while _ended:
+        postgres_server.sql(f"DROP DATABASE IF EXISTS {_ended.pop()} WITH (FORCE)")
     name = f"test_{os.getpid()}_{next(_databases)}"
     postgres_server.sql(f"CREATE DATABASE {name} OWNER {APP_ROLE}")
     if postgres_server.has_vector:
@@ -50,7 +60,7 @@ def postgres_database(postgres_server: PostgresServer, socket_enabled: None) -> 
     try:
         yield name
     finally:
-        postgres_server.sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        _ended.append(name)
 
 
 @pytest.fixture

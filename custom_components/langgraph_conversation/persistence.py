@@ -192,6 +192,8 @@ class SharedStorage:
     _cancel_maintenance: CALLBACK_TYPE | None = None
     _cancel_stop_listener: CALLBACK_TYPE | None = None
     _backfill: asyncio.Task[int] | None = None
+    # Failed databases closing beside the turns (see retire); the storage's close waits.
+    _retiring: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
     def threads(self) -> BaseCheckpointSaver | None:
@@ -338,6 +340,21 @@ class SharedStorage:
             _LOGGER.debug("Added vectors to %d memories", done)
         return done
 
+    @callback
+    def retire(self, backend: StorageBackend) -> None:
+        """Close a failed backend beside the turns, and before the storage's own close ends.
+
+        Not as one of Home Assistant's background tasks: those are cancelled as it stops,
+        and a pool cancelled while it closes leaves its workers running (they reconnect,
+        log and wait for work forever). Nor awaited by whoever met the failure: that is a
+        turn or a write on its way, and the goodbye to a dead server may take seconds.
+        """
+        closing = asyncio.get_running_loop().create_task(
+            _async_close_failed(backend), name=f"{DOMAIN} close failed storage"
+        )
+        self._retiring.add(closing)
+        closing.add_done_callback(self._retiring.discard)
+
     async def async_close(self) -> None:
         """Close the storage (idempotent)."""
         if self._cancel_maintenance is not None:
@@ -363,6 +380,9 @@ class SharedStorage:
         self.report_failure = None
         if backend is not None:
             await backend.aclose()
+        # Last: the healing's close may have met a failure and retired the backend.
+        while self._retiring:
+            await asyncio.wait(set(self._retiring))
 
 
 DATA_STORAGE: HassKey[SharedStorage] = HassKey(f"{DOMAIN}_storage")
@@ -633,9 +653,7 @@ def _postgres_changed(
     backend, shared.backend = shared.backend, None
     _report_postgres(hass, "failed", backend.describe(error) if backend else str(error))
     if backend is not None:
-        hass.async_create_background_task(
-            _async_close_failed(backend), f"{DOMAIN} close failed PostgreSQL"
-        )
+        shared.retire(backend)
 
 
 async def _async_close_failed(backend: StorageBackend) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 import os
+import random
 import socket
 
 from langgraph.checkpoint.conformance import checkpointer_test, validate
@@ -120,6 +121,36 @@ async def test_closing_ends_the_stores_batching_task(postgres_url: str) -> None:
     assert not task.done()
     await storage.aclose()
     assert task.done()
+
+
+async def test_an_open_cancelled_anywhere_leaves_nothing_running(postgres_url: str) -> None:
+    """A retry of the healing layer is cancelled when the storage closes, wherever its
+    open is: no pool's workers, no connection's task may go on after it. Cancelled at
+    generated moments spread over a whole open (measured here first, the tables made)."""
+    loop = asyncio.get_running_loop()
+    before = asyncio.all_tasks()
+    await (await PostgresStorage.open(postgres_url)).aclose()  # the tables, made once
+    started = loop.time()
+    await (await PostgresStorage.open(postgres_url)).aclose()
+    took = loop.time() - started
+    generator = random.Random(4711)
+    cancelled = 0
+    for case in range(60):
+        opening = asyncio.ensure_future(PostgresStorage.open(postgres_url))
+        await asyncio.sleep(took * generator.random())
+        opening.cancel()
+        try:
+            storage = await opening
+        except asyncio.CancelledError:
+            cancelled += 1
+        else:
+            await storage.aclose()
+        left = [task for task in asyncio.all_tasks() if task not in before]
+        assert left == [], (case, left)
+        if cancelled == 16:
+            break
+    # The cases did cancel opens on their way (some find theirs done already).
+    assert cancelled >= 8
 
 
 async def test_unix_socket_url(postgres_server: PostgresServer, postgres_database: str) -> None:

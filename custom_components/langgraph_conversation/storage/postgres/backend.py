@@ -320,9 +320,13 @@ class PostgresStorage:
         )
         try:
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
-        except psycopg.Error as err:
+        except BaseException as err:
+            # Cancelled too (a retry stops as the storage closes): an open pool's workers
+            # would otherwise go on reconnecting and waiting for work.
             await pool.close()
-            raise _unavailable(err, url) from err
+            if isinstance(err, psycopg.Error):
+                raise _unavailable(err, url) from err
+            raise
         store = WordSearchStore(pool, index=index)
         store.vector_problem = str(vector_problem) if vector_problem else None
         store.vector_model = vector_model if index is not None else None
