@@ -448,6 +448,8 @@ async def test_idle_conversations_are_deleted_unless_never(
     await hass.async_block_till_done()
     openai_server.add_text("Hello.")
     await _ask(hass, setup_integration, "Hi", None)
+    # Read from the database's own saver: after the writes on their way.
+    await conversations_written(hass)
     shared = hass.data[DATA_STORAGE]
     assert (await shared.backend.saver.stats())["threads"] == 1
     freezer.tick(timedelta(days=400))

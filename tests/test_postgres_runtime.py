@@ -289,6 +289,8 @@ async def test_database_gone_mid_use_the_answer_continues_and_nothing_is_lost(
     await _set_up(hass, entry)
     openai_server.add_text("Nice to meet you, Ada.")
     before = await _ask(hass, entry, "My name is Ada.")
+    # Stored before the database goes (a turn answers while it is written).
+    await conversations_written(hass)
 
     def refuse(limit: int) -> None:
         postgres_server.sql(f"ALTER DATABASE {postgres_database} CONNECTION LIMIT {limit}")
