@@ -271,6 +271,14 @@ async def test_locked_threads_file_mid_run_continues_in_memory(
         "Stored.",
         "And now?",
     ]
+    # The turn answered from memory was written back, at the latest as the storage closed.
+    openai_server.add_text("You said hello.")
+    await _ask(hass, setup_integration, "What did I say?", result.conversation_id)
+    assert [text_of(m) for m in openai_server.requests[-1]["messages"][1:]] == [
+        "Hello again",
+        "Answered anyway.",
+        "What did I say?",
+    ]
 
 
 async def test_corrupted_threads_file_is_not_replaced(

@@ -9,9 +9,11 @@ tests both backends share are parametrised in test_persistence.py and test_memor
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pytest_homeassistant_custom_component.common import (
     MockConfigEntry,
     async_test_home_assistant,
@@ -317,3 +319,50 @@ async def test_database_gone_mid_use_the_answer_continues_and_nothing_is_lost(
     await _ask(hass, entry, "Who am I?", before.conversation_id)
     said = [text_of(m) for m in messages_of(openai_server.requests[-1], "user")]
     assert "My name is Ada." in said
+
+
+async def test_a_reload_just_after_the_database_returns_keeps_what_was_said_meanwhile(
+    hass: HomeAssistant,
+    openai_server: FakeOpenAIServer,
+    agent_options: dict[str, Any],
+    postgres_server: PostgresServer,
+    postgres_database: str,
+    postgres_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The storage closes (an options change reloads it) after the database came back
+    but before the next background retry: its close tries the database once more and
+    writes back the conversation said during the outage, which goes on after the reload."""
+    entry = _entry(openai_server.api_base, agent_options, _postgres(postgres_url))
+    await _set_up(hass, entry)
+    limit = f"ALTER DATABASE {postgres_database} CONNECTION LIMIT"
+
+    def refuse() -> None:
+        postgres_server.sql(f"{limit} 0")
+        postgres_server.sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            f" WHERE datname = '{postgres_database}' AND pid <> pg_backend_pid()"
+        )
+
+    await hass.async_add_executor_job(refuse)
+    openai_server.add_text("Noted, the code is 4711.")
+    during = await _ask(hass, entry, "The gate code is 4711.")
+    health = hass.data[DATA_STORAGE].healing.threads_health
+    assert not health.up
+    # The retry the failing turn brought forward has failed: the next one is seconds away.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while "too many connections" not in (health.outage.error or ""):
+        assert loop.time() < deadline, health.outage
+        await asyncio.sleep(0.01)
+    await hass.async_add_executor_job(postgres_server.sql, f"{limit} -1")
+    assert not health.up  # no retry has written it back yet
+
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert "Closing while the storage is down" not in caplog.text
+    assert ir.async_get(hass).async_get_issue(DOMAIN, "postgres_unavailable") is None
+    openai_server.add_text("It is 4711.")
+    await _ask(hass, entry, "What is the gate code?", during.conversation_id)
+    said = [text_of(m) for m in messages_of(openai_server.requests[-1], "user")]
+    assert said[-2:] == ["The gate code is 4711.", "What is the gate code?"]

@@ -367,14 +367,16 @@ class SharedStorage:
 
     async def async_close_storage(self) -> None:
         """Close the files or the database (idempotent); the entries stay registered."""
+        if (healing := self.healing) is not None:
+            # Kept until closed: its last attempt may open the database again (and start
+            # a backfill).
+            await healing.aclose()
+            self.healing = None
         backfill, self._backfill = self._backfill, None
         if backfill is not None and not backfill.done():
             backfill.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await backfill
-        healing, self.healing = self.healing, None
-        if healing is not None:
-            await healing.aclose()
         backend, self.backend = self.backend, None
         self.embedding = None
         self.report_failure = None

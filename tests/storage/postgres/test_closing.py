@@ -59,13 +59,14 @@ async def test_a_database_failing_as_the_storage_closes_is_closed_with_it(
         assert result.response.speech["plain"]["speech"] == "Hello."
         # The entry unloads, or Home Assistant stops: the storage's close waits for the
         # write on its way.
-        shared = hass.data[DATA_STORAGE]
+        healing = hass.data[DATA_STORAGE].healing
+        assert healing is not None
         if closing == "unload":
             ending = hass.async_create_task(hass.config_entries.async_unload(entry_id))
         else:
             ending = asyncio.get_running_loop().create_task(hass.async_stop())
         deadline = asyncio.get_running_loop().time() + 60
-        while shared.healing is not None:  # the storage's close has begun
+        while not healing.closing:
             assert asyncio.get_running_loop().time() < deadline
             await asyncio.sleep(0.01)
         assert not ending.done()

@@ -8,6 +8,7 @@ the conversations' and the memories' (the same object for PostgreSQL).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 import logging
 from typing import Any
@@ -53,6 +54,8 @@ class HealingStorage:
         self.store = HealingStore(
             lambda: part.store if (part := backend()) is not None else None, memory
         )
+        # The close, once begun (every caller waits for the same one).
+        self._closing: asyncio.Future[None] | None = None
 
     @property
     def healths(self) -> list[StorageHealth]:
@@ -70,13 +73,33 @@ class HealingStorage:
             "memory": self.memory_health.as_diagnostics(),
         }
 
+    @property
+    def closing(self) -> bool:
+        """Whether the close has begun."""
+        return self._closing is not None
+
     async def aclose(self) -> None:
-        """Stop every retry; what is still waiting for its database is said in the log
-        (it lives in memory only and ends here). Conversations handed to the database
-        and not yet written are written first (HealingSaver.settled)."""
+        """Close once; a second caller waits for the first close (see _aclose)."""
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._aclose())
+        await self._closing
+
+    async def _aclose(self) -> None:
+        """Stop every retry. Conversations handed to the database and not yet written are
+        written first (HealingSaver.settled); a database down with something in memory is
+        tried once more (StorageHealth.aclose). What still waits for its database then is
+        said in the log: it lives in memory only and ends here."""
         await self.saver.settled()
+        # What each database holds in memory (PostgreSQL's one health holds both).
+        waiting_for: dict[StorageHealth, int] = {}
+        for health, count in (
+            (self.threads_health, self.saver.pending() + self.links.pending()),
+            (self.threads_health, self.ratings.pending()),
+            (self.memory_health, self.store.pending()),
+        ):
+            waiting_for[health] = waiting_for.get(health, 0) + count
         for health in self.healths:
-            await health.aclose()
+            await health.aclose(last_attempt=bool(waiting_for.get(health)))
         parts = {
             "conversations": self.saver.pending(),
             "conversation links": self.links.pending(),

@@ -38,6 +38,11 @@ NUDGE_INTERVAL = 2.0
 # Write-back passes per attempt: turns that keep arriving during the write-back are
 # written in the next pass; past this many, the next attempt goes on.
 WRITE_BACK_PASSES = 5
+# Seconds the last attempt may take when the storage closes while the database is down
+# and something waits in memory (a reload or a stop soon after the database returned,
+# before the next retry). It holds up the unload or Home Assistant's stop, so it is
+# bounded: a database still away fails faster (refused), or is given up here.
+LAST_ATTEMPT_LIMIT = 5.0
 
 type StartTask = Callable[[Coroutine[Any, Any, None], str], asyncio.Task[None]]
 
@@ -219,10 +224,20 @@ class StorageHealth:
             "written_back": dict(outage.written_back),
         }
 
-    async def aclose(self) -> None:
-        """Stop retrying (the storage closes)."""
+    async def aclose(self, *, last_attempt: bool = False) -> None:
+        """Stop retrying (the storage closes). With `last_attempt` (something waits in
+        memory) a database that is down is tried once more first, within
+        LAST_ATTEMPT_LIMIT: what was said meanwhile is written back if it has returned."""
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if not last_attempt or self._up or self._reconnect is None:
+            return
+        self.outage.attempts += 1
+        try:
+            async with asyncio.timeout(LAST_ATTEMPT_LIMIT):
+                await self._attempt()
+        except TimeoutError:
+            self.outage.error = f"no answer within {LAST_ATTEMPT_LIMIT:.0f} s"
