@@ -195,6 +195,48 @@ async def test_aclose_stops_the_retries(make_health: MakeHealth) -> None:
     assert not owner.up
 
 
+@pytest.mark.parametrize("back", [True, False], ids=["back", "still-down"])
+async def test_a_last_attempt_as_the_storage_closes(make_health: MakeHealth, back: bool) -> None:
+    """Closing with something in memory tries once more, the retries' pause not waited
+    for: a database that is back gets the write-back and is up; one still down stays down,
+    its memory kept (the caller says it is lost). Without the request, no attempt."""
+    switch = Switch()
+    owner = make_health(switch, delays=ENDLESS)
+    part = Part(owner)
+    switch.off()
+    owner.failed(DatabaseDown("stopped"))
+    await settle()
+    assert len(reconnect_tasks()) == 1  # waiting out its (endless) pause
+    attempts = owner.outage.attempts
+    if back:
+        switch.switch_on()
+    await owner.aclose(last_attempt=True)
+    assert owner.up is back
+    assert owner.outage.attempts == attempts + 1
+    assert (part.calls, part.resets) == ((1, 1) if back else (0, 0))
+    assert reconnect_tasks() == []
+
+
+async def test_the_last_attempt_is_bounded(
+    make_health: MakeHealth, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database that does not answer at all holds the close up for LAST_ATTEMPT_LIMIT at
+    most (the limit made tiny here), and the outage says why."""
+    never = asyncio.Event()
+
+    async def hangs() -> None:
+        await never.wait()
+
+    monkeypatch.setattr(health, "LAST_ATTEMPT_LIMIT", 0.05)
+    owner = make_health(Switch(), delays=ENDLESS, reconnect=hangs)
+    Part(owner)
+    owner.start_down("could not be opened")
+    await owner.aclose(last_attempt=True)
+    assert not owner.up
+    assert owner.outage.error == "no answer within 0.05 s"
+    assert [task for task in asyncio.all_tasks() if task.get_coro().__name__ == "hangs"] == []
+
+
 @pytest.mark.parametrize(
     "error", [DatabaseDown("down again"), ValueError("a bad statement")], ids=["outage", "mistake"]
 )

@@ -240,4 +240,4 @@ class StorageHealth:
             async with asyncio.timeout(LAST_ATTEMPT_LIMIT):
                 await self._attempt()
         except TimeoutError:
-            self.outage.error = f"no answer within {LAST_ATTEMPT_LIMIT:.0f} s"
+            self.outage.error = f"no answer within {LAST_ATTEMPT_LIMIT:g} s"
