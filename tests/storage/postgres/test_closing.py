@@ -37,6 +37,7 @@ async def test_a_database_failing_as_the_storage_closes_is_closed_with_it(
     postgres_server: PostgresServer,
     postgres_database: str,
     postgres_url: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     running_before = asyncio.all_tasks()
     for component in ("homeassistant", "conversation", "intent"):
@@ -83,6 +84,8 @@ async def test_a_database_failing_as_the_storage_closes_is_closed_with_it(
     if closing == "unload":
         assert config_entry.state is ConfigEntryState.NOT_LOADED
     assert storage.pool.closed
+    # The last attempt found no database: what it held is said to be lost.
+    assert "Closing while the storage is down: 1 conversations" in caplog.text
     # Nothing goes on once the storage has closed: not the goodbye to the failed
     # database, not its pool's workers reconnecting to it.
     assert left == []
