@@ -276,6 +276,21 @@ async def test_unusable_database_is_a_repair_and_the_agent_answers(
     assert "Hi" in [text_of(m) for m in messages_of(openai_server.requests[-1], "user")]
 
 
+def _refuse(server: PostgresServer, database: str) -> None:
+    """The database refuses the integration's connections and cuts those it has (the
+    server still runs: an administrator's doing, or a connection limit reached)."""
+    server.sql(f"ALTER DATABASE {database} CONNECTION LIMIT 0")
+    server.sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        f" WHERE datname = '{database}' AND pid <> pg_backend_pid()"
+    )
+
+
+def _admit(server: PostgresServer, database: str) -> None:
+    """The database takes connections again."""
+    server.sql(f"ALTER DATABASE {database} CONNECTION LIMIT -1")
+
+
 async def test_database_gone_mid_use_the_answer_continues_and_nothing_is_lost(
     hass: HomeAssistant,
     openai_server: FakeOpenAIServer,
@@ -294,14 +309,7 @@ async def test_database_gone_mid_use_the_answer_continues_and_nothing_is_lost(
     # Stored before the database goes (a turn answers while it is written).
     await conversations_written(hass)
 
-    def refuse(limit: int) -> None:
-        postgres_server.sql(f"ALTER DATABASE {postgres_database} CONNECTION LIMIT {limit}")
-        postgres_server.sql(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            f" WHERE datname = '{postgres_database}' AND pid <> pg_backend_pid()"
-        )
-
-    await hass.async_add_executor_job(refuse, 0)
+    await hass.async_add_executor_job(_refuse, postgres_server, postgres_database)
     openai_server.add_text("Still here.")
     during = await _ask(hass, entry, "Are you there?")
     assert during.response.speech["plain"]["speech"] == "Still here."
@@ -309,9 +317,7 @@ async def test_database_gone_mid_use_the_answer_continues_and_nothing_is_lost(
     assert issue is not None
     assert APP_PASSWORD not in str(issue.translation_placeholders)
 
-    await hass.async_add_executor_job(
-        postgres_server.sql, f"ALTER DATABASE {postgres_database} CONNECTION LIMIT -1"
-    )
+    await hass.async_add_executor_job(_admit, postgres_server, postgres_database)
     assert await hass.config_entries.async_reload(entry.entry_id)
     await hass.async_block_till_done()
     assert isinstance(hass.data[DATA_STORAGE].backend, PostgresStorage)
@@ -335,16 +341,7 @@ async def test_a_reload_just_after_the_database_returns_keeps_what_was_said_mean
     writes back the conversation said during the outage, which goes on after the reload."""
     entry = _entry(openai_server.api_base, agent_options, _postgres(postgres_url))
     await _set_up(hass, entry)
-    limit = f"ALTER DATABASE {postgres_database} CONNECTION LIMIT"
-
-    def refuse() -> None:
-        postgres_server.sql(f"{limit} 0")
-        postgres_server.sql(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            f" WHERE datname = '{postgres_database}' AND pid <> pg_backend_pid()"
-        )
-
-    await hass.async_add_executor_job(refuse)
+    await hass.async_add_executor_job(_refuse, postgres_server, postgres_database)
     openai_server.add_text("Noted, the code is 4711.")
     during = await _ask(hass, entry, "The gate code is 4711.")
     health = hass.data[DATA_STORAGE].healing.threads_health
@@ -355,7 +352,7 @@ async def test_a_reload_just_after_the_database_returns_keeps_what_was_said_mean
     while "too many connections" not in (health.outage.error or ""):
         assert loop.time() < deadline, health.outage
         await asyncio.sleep(0.01)
-    await hass.async_add_executor_job(postgres_server.sql, f"{limit} -1")
+    await hass.async_add_executor_job(_admit, postgres_server, postgres_database)
     assert not health.up  # no retry has written it back yet
 
     assert await hass.config_entries.async_reload(entry.entry_id)
