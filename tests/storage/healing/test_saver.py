@@ -190,9 +190,13 @@ async def test_turn_begun_in_memory_ends_on_the_database(
     await wait_up(health)
     gate.set()
     await turn
+    # Read directly: after the turn's write, which reads the database's history first
+    # (begun afresh), so it may not be queued yet when the turn returns.
+    await saver.settled()
     assert await held(database) == turn_ids("kitchen", 1, 2, 3)
     state = await graph.ainvoke(question("kitchen", 4), KITCHEN)
     assert ids(state) == turn_ids("kitchen", 1, 2, 3, 4)
+    await saver.settled()
     assert await held(database) == turn_ids("kitchen", 1, 2, 3, 4)
 
 

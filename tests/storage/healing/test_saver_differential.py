@@ -94,6 +94,8 @@ async def play(seed: int, healing: Healing, reference: CompiledStateGraph) -> li
                 done.append("healed")
         elif roll < 0.48 and not outage:
             await wait_up(healing.health)
+            # As the storage closes: the writes on their way first (HealingStorage.aclose).
+            await healing.saver.settled()
             await healing.health.aclose()
             healing.start()
             done.append("restart")
@@ -105,6 +107,10 @@ async def play(seed: int, healing: Healing, reference: CompiledStateGraph) -> li
             done.append(f"turn {number} on {thread}")
     healing.switch.switch_on()
     await wait_up(healing.health)
+    # The database is read directly next: after the last turn's write. (A conversation
+    # begun afresh reads the database before its write, so the write may not be queued
+    # yet when its turn returns.)
+    await healing.saver.settled()
     return done
 
 
