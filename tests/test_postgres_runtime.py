@@ -352,8 +352,9 @@ async def test_a_reload_just_after_the_database_returns_keeps_what_was_said_mean
     while "too many connections" not in (health.outage.error or ""):
         assert loop.time() < deadline, health.outage
         await asyncio.sleep(0.01)
+    # Admitted now; the next retry is about 2 s away, so the reload below normally
+    # comes first (on a very slow machine the retry may win: the outcome is the same).
     await hass.async_add_executor_job(_admit, postgres_server, postgres_database)
-    assert not health.up  # no retry has written it back yet
 
     assert await hass.config_entries.async_reload(entry.entry_id)
     await hass.async_block_till_done()

@@ -130,9 +130,12 @@ async def test_an_open_cancelled_anywhere_leaves_nothing_running(postgres_url: s
     loop = asyncio.get_running_loop()
     before = asyncio.all_tasks()
     await (await PostgresStorage.open(postgres_url)).aclose()  # the tables, made once
-    started = loop.time()
-    await (await PostgresStorage.open(postgres_url)).aclose()
-    took = loop.time() - started
+    # The quickest of three opens: a busy moment must not push every cancel past the end.
+    took = float("inf")
+    for _ in range(3):
+        started = loop.time()
+        await (await PostgresStorage.open(postgres_url)).aclose()
+        took = min(took, loop.time() - started)
     generator = random.Random(4711)
     cancelled = 0
     for case in range(60):
